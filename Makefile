@@ -1,0 +1,39 @@
+# Two commands do all the set-up: `make run` and `make test`. Both are idempotent.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+SIM_PORT ?= 8100
+
+.PHONY: run test lint format install clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py demo --simulator-url http://$(HOST):$(SIM_PORT)
+	$(BIN)/python manage.py rungateway --host $(HOST) --port $(PORT) --simulator-port $(SIM_PORT)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) db.sqlite3

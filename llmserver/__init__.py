@@ -1,0 +1,1 @@
+"""The Django project and the gateway: OpenAI-compatible API, consumers, backends, metrics."""

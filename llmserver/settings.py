@@ -1,0 +1,137 @@
+"""Process settings for LLM-Server, read from the environment.
+
+With no environment at all this runs on SQLite with the in-memory channel layer, so that a fresh
+laptop works. Everything an operator tunes per tenant lives in the database, not here.
+"""
+
+from __future__ import annotations
+
+import secrets
+import warnings
+from pathlib import Path
+
+from llmserver.env import (
+    database_from_url,
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    redis_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    SECRET_KEY = "dev-" + secrets.token_urlsafe(48)
+    warnings.warn(
+        "SECRET_KEY is not set: using a generated one; sessions end when the process restarts.",
+        stacklevel=1,
+    )
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "tenants",
+    "llmserver",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "llmserver.urls"
+ASGI_APPLICATION = "llmserver.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": database_from_url(
+        env_str("DATABASE_URL", "sqlite:///db.sqlite3"), base_dir=str(BASE_DIR)
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The usage writer and the admin share the file; wait rather than fail on a busy database.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
+
+REDIS_URL = redis_url("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
+    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+}
+
+# The gateway's own tuning: how it talks to backends and schedules; tenants and tiers are in the DB.
+LLMSERVER = {
+    "COST_UNIT": env_choice("SCHEDULER_COST_UNIT", ("requests", "tokens", "money"), "tokens"),
+    "OUTPUT_TOKEN_WEIGHT": env_float("SCHEDULER_OUTPUT_TOKEN_WEIGHT", 4.0, minimum=0.0),
+    "SCRAPE_INTERVAL": env_float("SCRAPE_INTERVAL", 0.25, minimum=0.01),
+    "SCRAPE_TIMEOUT": env_float("SCRAPE_TIMEOUT", 1.0, minimum=0.01),
+    "STALE_AFTER": env_float("METRICS_STALE_AFTER", 2.0, minimum=0.01),
+    "UPSTREAM_CONNECT_TIMEOUT": env_float("UPSTREAM_CONNECT_TIMEOUT", 5.0, minimum=0.1),
+    "UPSTREAM_READ_TIMEOUT": env_float("UPSTREAM_READ_TIMEOUT", 600.0, minimum=1.0),
+    "UPSTREAM_MAX_CONNECTIONS": env_int("UPSTREAM_MAX_CONNECTIONS", 1024, minimum=1),
+    "MAX_BODY_BYTES": env_int("MAX_BODY_BYTES", 1_048_576, minimum=1024),
+    "MAX_TOKENS_LIMIT": env_int("MAX_TOKENS_LIMIT", 32768, minimum=1),
+    "DEFAULT_MAX_TOKENS": env_int("DEFAULT_MAX_TOKENS", 256, minimum=1),
+    "USAGE_FLUSH_INTERVAL": env_float("USAGE_FLUSH_INTERVAL", 1.0, minimum=0.01),
+    "USAGE_BATCH_SIZE": env_int("USAGE_BATCH_SIZE", 500, minimum=1),
+    "KEY_CACHE_SECONDS": env_float("KEY_CACHE_SECONDS", 30.0, minimum=0.0),
+}

@@ -1,0 +1,10 @@
+"""Django URL routes: the admin and the report pages. The OpenAI API is routed in asgi.py."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,1 @@
+"""The scheduler: fair queues, priority bands, cost-weighted fair share and the metric gate."""

@@ -1,0 +1,1 @@
+"""Tenants, tiers, API keys, quota and cost rules, backends and usage records."""

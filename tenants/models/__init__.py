@@ -1,0 +1,27 @@
+"""The tenancy models; import them from here."""
+
+from tenants.models.backends import Backend, BackendKind, ModelRoute
+from tenants.models.keys import APP_TYPE_BAND, ApiKey, AppType
+from tenants.models.rules import CostRule, Metric, QuotaRule, Window
+from tenants.models.tenants import Tenant
+from tenants.models.tiers import Band, OverBudget, Tier
+from tenants.models.usage import UsageRecord, UsageStatus
+
+__all__ = [
+    "APP_TYPE_BAND",
+    "ApiKey",
+    "AppType",
+    "Backend",
+    "BackendKind",
+    "Band",
+    "CostRule",
+    "Metric",
+    "ModelRoute",
+    "OverBudget",
+    "QuotaRule",
+    "Tenant",
+    "Tier",
+    "UsageRecord",
+    "UsageStatus",
+    "Window",
+]

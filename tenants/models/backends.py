@@ -1,0 +1,67 @@
+"""Backends (inference servers) and model routes (public model name to backend pool)."""
+
+from __future__ import annotations
+
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class BackendKind(models.TextChoices):
+    VLLM = "vllm", "vLLM"
+    TGI = "tgi", "HuggingFace TGI"
+    SGLANG = "sglang", "SGLang"
+    OPENAI = "openai", "OpenAI-compatible (no metrics)"
+
+
+class Backend(models.Model):
+    name = models.SlugField(max_length=64, unique=True)
+    base_url = models.URLField(help_text="Where /v1/chat/completions lives, e.g. http://gpu1:8000")
+    kind = models.CharField(max_length=8, choices=BackendKind.choices, default=BackendKind.VLLM)
+    metrics_url = models.URLField(
+        blank=True, help_text="Prometheus endpoint; blank: base URL + /metrics (none for openai)."
+    )
+    api_key = models.CharField(max_length=256, blank=True, help_text="Sent upstream as Bearer.")
+    enabled = models.BooleanField(default=True)
+    max_in_flight = models.PositiveIntegerField(
+        default=64,
+        validators=[MinValueValidator(1)],
+        help_text="Hard cap on concurrent requests; the only gate when there are no metrics.",
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def effective_metrics_url(self) -> str:
+        if self.metrics_url:
+            return self.metrics_url
+        if self.kind == BackendKind.OPENAI:
+            return ""
+        return self.base_url.rstrip("/") + "/metrics"
+
+
+class ModelRoute(models.Model):
+    public_name = models.CharField(max_length=128, db_index=True)
+    backend = models.ForeignKey(Backend, on_delete=models.CASCADE, related_name="routes")
+    upstream_model = models.CharField(
+        max_length=256,
+        blank=True,
+        help_text="The backend's own model name; blank: the public name.",
+    )
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["public_name", "backend__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["public_name", "backend"], name="one_route_per_backend")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.public_name} -> {self.backend.name}"
+
+    @property
+    def effective_upstream_model(self) -> str:
+        return self.upstream_model or self.public_name

@@ -1,0 +1,131 @@
+"""API keys: shown once, stored as a prefix plus a SHA-256 hash, looked up in constant time.
+
+A key is `sk-llms-` followed by 40 random URL-safe characters; the first 16 characters of the
+whole key are its prefix (indexed, unique), and the hash covers the whole key. Keys carry 240 bits
+of randomness, so an unsalted SHA-256 is as strong as a slow hash here and keeps lookups cheap.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import secrets
+from datetime import datetime
+
+from django.db import models
+from django.utils import timezone
+
+from tenants.models.tenants import Tenant
+from tenants.models.tiers import Band, Tier
+
+KEY_SCHEME = "sk-llms-"
+PREFIX_LENGTH = 16
+_RANDOM_CHARS = 40
+# A stand-in hash for prefixes that match nothing, so a miss costs the same compare as a hit.
+_DUMMY_HASH = hashlib.sha256(b"no such key").hexdigest()
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def generate_key() -> str:
+    while True:
+        key = KEY_SCHEME + secrets.token_urlsafe(30)[:_RANDOM_CHARS]
+        if len(key) == len(KEY_SCHEME) + _RANDOM_CHARS:
+            return key
+
+
+class AppType(models.TextChoices):
+    """What the key is used from; it may lower the tier's band, never raise it."""
+
+    CHAT = "chat", "chat UI (interactive)"
+    API = "api", "API integration (standard)"
+    BATCH = "batch", "batch jobs"
+
+
+APP_TYPE_BAND = {
+    AppType.CHAT: Band.INTERACTIVE,
+    AppType.API: Band.STANDARD,
+    AppType.BATCH: Band.BATCH,
+}
+
+
+class ApiKeyManager(models.Manager["ApiKey"]):
+    def create_key(self, **fields: object) -> tuple[ApiKey, str]:
+        """Create a key and return it with its secret, which is never stored or shown again."""
+        secret = generate_key()
+        key = self.create(prefix=secret[:PREFIX_LENGTH], hashed=hash_key(secret), **fields)
+        return key, secret
+
+    def for_key(self, secret: str, now: datetime | None = None) -> ApiKey | None:
+        """The usable key this secret belongs to, or None (unknown, wrong, revoked or expired)."""
+        if not secret.startswith(KEY_SCHEME) or len(secret) > 256:
+            hmac.compare_digest(_DUMMY_HASH, hash_key(secret[:256]))
+            return None
+        candidate = (
+            self.select_related("tenant", "tenant__default_tier", "tier_override")
+            .filter(prefix=secret[:PREFIX_LENGTH])
+            .first()
+        )
+        stored = candidate.hashed if candidate else _DUMMY_HASH
+        if not hmac.compare_digest(stored, hash_key(secret)) or candidate is None:
+            return None
+        if not candidate.is_usable(now):
+            return None
+        return candidate
+
+
+class ApiKey(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    user = models.CharField(
+        max_length=128, help_text="The person or service this key acts for: the fairness principal."
+    )
+    name = models.CharField(max_length=128, blank=True)
+    prefix = models.CharField(max_length=PREFIX_LENGTH, unique=True, editable=False)
+    hashed = models.CharField(max_length=64, editable=False)
+    tier_override = models.ForeignKey(
+        Tier, on_delete=models.PROTECT, null=True, blank=True, related_name="api_keys"
+    )
+    app_type = models.CharField(max_length=8, choices=AppType.choices, default=AppType.CHAT)
+    allowed_models = models.CharField(
+        max_length=1024,
+        blank=True,
+        help_text="Comma-separated model names or patterns (llama-*); blank: every model.",
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked = models.BooleanField(default=False)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ApiKeyManager()
+
+    class Meta:
+        ordering = ["tenant__name", "user"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.tenant.slug}/{self.user})"
+
+    @property
+    def tier(self) -> Tier:
+        return self.tier_override or self.tenant.default_tier
+
+    @property
+    def band(self) -> int:
+        """The tier's band, lowered (never raised) by the application type."""
+        return max(int(self.tier.band), int(APP_TYPE_BAND[AppType(self.app_type)]))
+
+    def is_usable(self, now: datetime | None = None) -> bool:
+        now = now or timezone.now()
+        if self.revoked or not self.tenant.is_active:
+            return False
+        return self.expires_at is None or self.expires_at > now
+
+    def model_patterns(self) -> list[str]:
+        return [p.strip() for p in self.allowed_models.split(",") if p.strip()]
+
+    def allows_model(self, model: str) -> bool:
+        patterns = self.model_patterns()
+        return not patterns or any(fnmatch.fnmatchcase(model, p) for p in patterns)

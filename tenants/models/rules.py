@@ -1,0 +1,137 @@
+"""Quota rules (limits per window) and cost rules (prices with an effective date)."""
+
+from __future__ import annotations
+
+import fnmatch
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
+from django.db import models
+
+from tenants.models.tenants import Tenant
+from tenants.models.tiers import Tier
+
+MILLION = Decimal(1_000_000)
+
+
+class Window(models.TextChoices):
+    MINUTE = "minute", "per minute"
+    HOUR = "hour", "per hour"
+    DAY = "day", "per day"
+    MONTH = "month", "per calendar month"
+
+
+class Metric(models.TextChoices):
+    REQUESTS = "requests", "requests"
+    TOKENS = "tokens", "tokens (prompt + completion)"
+    COST = "cost", "cost"
+
+
+def window_start(window: str, now: datetime) -> datetime:
+    """The start of the fixed window that contains `now` (UTC boundaries)."""
+    if window == Window.MINUTE:
+        return now.replace(second=0, microsecond=0)
+    if window == Window.HOUR:
+        return now.replace(minute=0, second=0, microsecond=0)
+    if window == Window.DAY:
+        return now.replace(hour=0, minute=0, second=0, microsecond=0)
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def window_end(window: str, now: datetime) -> datetime:
+    start = window_start(window, now)
+    if window == Window.MINUTE:
+        return start + timedelta(minutes=1)
+    if window == Window.HOUR:
+        return start + timedelta(hours=1)
+    if window == Window.DAY:
+        return start + timedelta(days=1)
+    return (start + timedelta(days=32)).replace(day=1)
+
+
+class QuotaRule(models.Model):
+    """A limit on requests, tokens or cost in a window, for one tenant or for every tenant of a tier."""
+
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="quota_rules"
+    )
+    tier = models.ForeignKey(
+        Tier, on_delete=models.CASCADE, null=True, blank=True, related_name="quota_rules"
+    )
+    model_pattern = models.CharField(max_length=128, default="*")
+    window = models.CharField(max_length=8, choices=Window.choices, default=Window.DAY)
+    metric = models.CharField(max_length=8, choices=Metric.choices, default=Metric.REQUESTS)
+    limit = models.DecimalField(max_digits=18, decimal_places=4, validators=[MinValueValidator(0)])
+    per_user = models.BooleanField(
+        default=False, help_text="Apply the limit to each user of the tenant rather than to all."
+    )
+
+    class Meta:
+        ordering = ["tenant__name", "tier__name", "model_pattern", "window"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(tenant__isnull=False) | models.Q(tier__isnull=False),
+                name="quota_rule_has_tenant_or_tier",
+            )
+        ]
+
+    def __str__(self) -> str:
+        who = self.tenant.slug if self.tenant else f"tier {self.tier.name}"
+        return (
+            f"{who}: {self.limit} {self.metric} {self.get_window_display()} on {self.model_pattern}"
+        )
+
+    def clean(self) -> None:
+        if self.tenant_id is None and self.tier_id is None:
+            raise ValidationError("A quota rule applies to a tenant or to a tier; choose one.")
+
+    def matches(self, model: str) -> bool:
+        return fnmatch.fnmatchcase(model, self.model_pattern)
+
+
+class CostRuleManager(models.Manager["CostRule"]):
+    def price_at(self, model: str, when: datetime) -> CostRule | None:
+        """The rule in force for `model` at `when`: its own, else the `*` default."""
+        for name in (model, "*"):
+            rule = (
+                self.filter(model=name, effective_from__lte=when)
+                .order_by("-effective_from")
+                .first()
+            )
+            if rule is not None:
+                return rule
+        return None
+
+
+class CostRule(models.Model):
+    model = models.CharField(
+        max_length=128, help_text="The public model name, or * for the default price."
+    )
+    input_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, validators=[MinValueValidator(0)]
+    )
+    output_per_million = models.DecimalField(
+        max_digits=12, decimal_places=6, validators=[MinValueValidator(0)]
+    )
+    effective_from = models.DateTimeField()
+
+    objects = CostRuleManager()
+
+    class Meta:
+        ordering = ["model", "-effective_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model", "effective_from"], name="one_price_per_instant"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} from {self.effective_from:%Y-%m-%d}"
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> Decimal:
+        return (
+            Decimal(prompt_tokens) * self.input_per_million
+            + Decimal(completion_tokens) * self.output_per_million
+        ) / MILLION
