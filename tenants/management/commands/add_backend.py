@@ -1,0 +1,72 @@
+"""Register a backend and route models to it.
+
+`manage.py add_backend gpu1 http://10.0.0.5:8000 --kind vllm --model llama-3-8b:meta-llama/Llama-3.1-8B`
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.validators import URLValidator
+from django.db import transaction
+
+from tenants.models import Backend, BackendKind, ModelRoute
+
+
+class Command(BaseCommand):
+    help = "Create or update a backend and route public model names to it."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name")
+        parser.add_argument("base_url")
+        parser.add_argument("--kind", choices=list(BackendKind.values), default=BackendKind.VLLM)
+        parser.add_argument("--metrics-url", default="")
+        parser.add_argument("--api-key", default="")
+        parser.add_argument("--max-in-flight", type=int, default=64)
+        parser.add_argument(
+            "--model",
+            action="append",
+            default=[],
+            metavar="PUBLIC[:UPSTREAM]",
+            help="Route this public model name here (repeatable); upstream name defaults to it.",
+        )
+        parser.add_argument("--disabled", action="store_true")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        validate = URLValidator(schemes=["http", "https"])
+        for field in ("base_url", "metrics_url"):
+            if options[field]:
+                try:
+                    validate(options[field])
+                except ValidationError:
+                    raise CommandError(
+                        f"{field} {options[field]!r} is not an http(s) URL."
+                    ) from None
+        if options["max_in_flight"] < 1:
+            raise CommandError("--max-in-flight must be at least 1.")
+        with transaction.atomic():
+            backend, created = Backend.objects.update_or_create(
+                name=options["name"],
+                defaults={
+                    "base_url": options["base_url"],
+                    "kind": options["kind"],
+                    "metrics_url": options["metrics_url"],
+                    "api_key": options["api_key"],
+                    "max_in_flight": options["max_in_flight"],
+                    "enabled": not options["disabled"],
+                },
+            )
+            for spec in options["model"]:
+                public, _, upstream = spec.partition(":")
+                if not public:
+                    raise CommandError(f"--model {spec!r}: the public name is empty.")
+                ModelRoute.objects.update_or_create(
+                    public_name=public, backend=backend, defaults={"upstream_model": upstream}
+                )
+        verb = "Created" if created else "Updated"
+        models = ", ".join(r.public_name for r in backend.routes.all()) or "no models yet"
+        self.stdout.write(
+            f"{verb} backend {backend.name} ({backend.kind}) at {backend.base_url}: {models}."
+        )

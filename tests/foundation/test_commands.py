@@ -1,0 +1,97 @@
+"""The operator's management commands."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tenants.models import ApiKey, Backend, ModelRoute, Tenant, Tier
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_create_tenant_creates_then_updates(cast):
+    run("create_tenant", "initech", "Initech", "--tier", "batch", "--budget", "12.5")
+    tenant = Tenant.objects.get(slug="initech")
+    assert (tenant.name, tenant.default_tier.name, str(tenant.monthly_budget)) == (
+        "Initech",
+        "batch",
+        "12.5000",
+    )
+    assert "Updated" in run("create_tenant", "initech", "--tier", "interactive")
+    assert Tenant.objects.get(slug="initech").default_tier.name == "interactive"
+
+
+def test_create_tenant_names_the_known_tiers_when_the_tier_is_unknown(cast):
+    with pytest.raises(CommandError, match="known: interactive, batch"):
+        run("create_tenant", "initech", "--tier", "gold")
+
+
+def test_create_api_key_prints_a_secret_that_works_once(cast):
+    out = run(
+        "create_api_key", "acme", "dave", "--json", "--app-type", "batch", "--models", "llama-*"
+    )
+    data = json.loads(out)
+    key = ApiKey.objects.for_key(data["key"])
+    assert key is not None and key.user == "dave" and key.tenant == cast.acme
+    assert key.app_type == "batch" and key.allows_model("llama-3") and not key.allows_model("gpt")
+    assert data["key"] not in {key.prefix, key.hashed}
+
+
+def test_create_api_key_sets_expiry_and_tier_override(cast):
+    data = json.loads(
+        run("create_api_key", "acme", "erin", "--json", "--tier", "batch", "--expires-days", "3")
+    )
+    key = ApiKey.objects.for_key(data["key"])
+    assert key.tier == cast.batch and key.expires_at is not None
+
+
+def test_create_api_key_refuses_an_unknown_tenant(cast):
+    with pytest.raises(CommandError, match="No tenant"):
+        run("create_api_key", "nope", "dave")
+
+
+def test_add_backend_routes_models_with_upstream_names(db):
+    run(
+        "add_backend",
+        "gpu1",
+        "http://127.0.0.1:9000",
+        "--model",
+        "llama:meta/Llama-3",
+        "--model",
+        "qwen",
+    )
+    backend = Backend.objects.get(name="gpu1")
+    routes = {
+        r.public_name: r.effective_upstream_model
+        for r in ModelRoute.objects.filter(backend=backend)
+    }
+    assert routes == {"llama": "meta/Llama-3", "qwen": "qwen"}
+    assert backend.effective_metrics_url == "http://127.0.0.1:9000/metrics"
+
+
+def test_add_backend_refuses_a_bad_url(db):
+    with pytest.raises(CommandError, match="not an http"):
+        run("add_backend", "gpu1", "ftp://x")
+
+
+def test_demo_prints_working_keys_and_can_run_twice(db):
+    first = json.loads(run("demo", "--json"))
+    second = json.loads(run("demo", "--json"))
+    assert Tier.objects.count() == 3
+    assert ApiKey.objects.filter(tenant__slug="demo").count() == 3
+    assert all(ApiKey.objects.for_key(k["key"]) is None for k in first["keys"])
+    keys = {k["user"]: ApiKey.objects.for_key(k["key"]) for k in second["keys"]}
+    assert keys["alice"].band == 0 and keys["nightly-eval"].band == 2
+    assert ModelRoute.objects.get(public_name=second["model"]).backend.name == "simulator"
+
+
+def test_demo_prints_a_curl_line(db):
+    assert "curl -N http://127.0.0.1:8000/v1/chat/completions" in run("demo")
