@@ -1,0 +1,58 @@
+"""Operator settings the scheduler runs under; all immutable, replaced whole at run time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scheduling.jobs import BATCH, INTERACTIVE, STANDARD
+
+
+@dataclass(frozen=True, slots=True)
+class GateThresholds:
+    """One band's gate. The gate is open while est. waiting < max(max_waiting, 1), so 0 and 1
+    both mean "only when the backend queue is empty". None disables a condition."""
+
+    max_waiting: int | None = 3
+    max_tpot_seconds: float | None = 0.150
+    max_kv_cache_usage: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackendConfig:
+    """One backend. `max_in_flight` is always enforced and is the only gate without metrics."""
+
+    name: str
+    models: frozenset[str]
+    max_in_flight: int = 64
+    has_metrics: bool = True
+    enabled: bool = True
+
+
+def article_gates() -> dict[int, GateThresholds]:
+    """The source article's example: interactive below 3 waiting, batch only on an empty queue,
+    both under a 150 ms time-per-output-token ceiling."""
+    return {
+        INTERACTIVE: GateThresholds(max_waiting=3, max_tpot_seconds=0.150),
+        STANDARD: GateThresholds(max_waiting=2, max_tpot_seconds=0.150),
+        BATCH: GateThresholds(max_waiting=0, max_tpot_seconds=0.150),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Scheduler-wide policy.
+
+    A band missing from `gates` has no thresholds, only `max_in_flight` (and, for backends with
+    metrics, fresh healthy metrics). `aging_seconds` promotes a job one band per period waited;
+    it is off by default so batch never adds latency to interactive users. `queue_full_retry_after`
+    is the Retry-After hint carried by `QueueFull`.
+    """
+
+    gates: Mapping[int, GateThresholds] = field(default_factory=article_gates)
+    stale_after: float = 2.0
+    within_principal: str = "fifo"
+    aging_seconds: float | None = None
+    affinity_slack: int = 2
+    queue_full_retry_after: float = 1.0
+    affinity_capacity: int = 100_000

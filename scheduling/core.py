@@ -1,0 +1,374 @@
+"""The synchronous scheduler: queues, fair share, priority bands, gates and backend choice.
+
+Pure and clock-free: every call takes `now`. The asyncio service (`scheduling.service`) owns
+waiting and waking; this class owns every decision, so tests and benchmarks drive it directly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from scheduling.backend_state import BackendMetrics, BackendState
+from scheduling.config import BackendConfig, SchedulerConfig
+from scheduling.errors import NoBackend, QueueFull
+from scheduling.fairshare import BandHeap
+from scheduling.gate import gate_open
+from scheduling.jobs import Dispatch, Job, Principal
+from scheduling.lanes import (
+    DISPATCHED,
+    DONE,
+    QUEUED,
+    Entry,
+    Lane,
+    PrincipalState,
+    create_principal_queue,
+)
+
+TOTAL_KEYS = ("dispatched", "completed", "cancelled", "expired", "rejected")
+
+
+@dataclass(slots=True)
+class Step:
+    """What one `dispatch_once` decided."""
+
+    dispatched: list[Dispatch] = field(default_factory=list)
+    expired: list[Job] = field(default_factory=list)
+
+
+class Scheduler:
+    """All scheduling state of one process, behind plain synchronous methods."""
+
+    def __init__(self, config: SchedulerConfig, backends: Iterable[BackendConfig]) -> None:
+        self.config = config
+        self.backends: dict[str, BackendState] = {}
+        self._pools: dict[str, list[BackendState]] = {}
+        self.lanes: dict[tuple[str, int, Principal], Lane] = {}
+        self.principals: dict[Principal, PrincipalState] = {}
+        self.entries: dict[str, Entry] = {}
+        self._heaps: dict[tuple[str, int], BandHeap] = {}
+        self._deadlines: list[tuple[float, int, Entry]] = []
+        self._aging: list[tuple[float, int, int, Entry]] = []
+        self._affinity: OrderedDict[str, str] = OrderedDict()
+        self._seq = itertools.count()
+        self.totals = dict.fromkeys(TOTAL_KEYS, 0)
+        self.configure(config, backends)
+
+    # configuration -------------------------------------------------------------------------
+
+    def configure(
+        self, config: SchedulerConfig | None = None, backends: Iterable[BackendConfig] | None = None
+    ) -> None:
+        """Replace policy and/or backends; queued jobs, accounts and in-flight counts survive."""
+        old_policy = self.config.within_principal
+        old_aging = self.config.aging_seconds
+        if config is not None:
+            create_principal_queue(config.within_principal)  # validate before changing anything
+            self.config = config
+        if backends is not None:
+            fresh: dict[str, BackendState] = {}
+            for bc in backends:
+                state = self.backends.get(bc.name) or BackendState(bc)
+                state.config = bc
+                fresh[bc.name] = state
+            self.backends = fresh
+        self._pools = {}
+        for state in self.backends.values():
+            if state.config.enabled:
+                for model in state.config.models:
+                    self._pools.setdefault(model, []).append(state)
+        if self.config.within_principal != old_policy or not self.lanes:
+            self._rebuild_lane_queues()
+        if self.config.aging_seconds != old_aging:
+            self._rebuild_aging()
+
+    def _rebuild_lane_queues(self) -> None:
+        by_lane: dict[int, list[Entry]] = {}
+        for entry in self.entries.values():
+            if entry.state == QUEUED and entry.lane is not None:
+                by_lane.setdefault(id(entry.lane), []).append(entry)
+        for lane in self.lanes.values():
+            lane.queue = create_principal_queue(self.config.within_principal)
+            for entry in sorted(by_lane.get(id(lane), ()), key=lambda e: e.seq):
+                lane.queue.push(entry)
+
+    def _rebuild_aging(self) -> None:
+        self._aging = []
+        for entry in self.entries.values():
+            if entry.state == QUEUED:
+                self._schedule_aging(entry)
+
+    def _schedule_aging(self, entry: Entry) -> None:
+        period = self.config.aging_seconds
+        lane = entry.lane
+        if period is None or lane is None or lane.band <= 0 or entry.job.enqueued_at is None:
+            return
+        steps = entry.job.band - lane.band + 1
+        due = entry.job.enqueued_at + period * steps
+        heapq.heappush(self._aging, (due, entry.seq, lane.band, entry))
+
+    # intake ---------------------------------------------------------------------------------
+
+    def submit(self, job: Job, now: float) -> None:
+        """Queue `job`. Raises NoBackend if no enabled backend serves its model, QueueFull if
+        its principal already has `max_queued` jobs waiting."""
+        if job.id in self.entries:
+            raise ValueError(f"job id {job.id!r} is already live")
+        if not self._pools.get(job.model):
+            self.totals["rejected"] += 1
+            raise NoBackend(f"no backend serves model {job.model!r}")
+        pstate = self.principals.setdefault(job.principal, PrincipalState())
+        if pstate.queued >= job.max_queued:
+            self.totals["rejected"] += 1
+            raise QueueFull(self.config.queue_full_retry_after)
+        job.enqueued_at = now
+        entry = Entry(job=job, seq=next(self._seq))
+        self.entries[job.id] = entry
+        self._enqueue(entry, self._lane(job.model, job.band, job.principal), front=False)
+        if job.deadline is not None:
+            heapq.heappush(self._deadlines, (job.deadline, entry.seq, entry))
+        self._schedule_aging(entry)
+
+    def _lane(self, model: str, band: int, principal: Principal) -> Lane:
+        key = (model, band, principal)
+        lane = self.lanes.get(key)
+        if lane is None:
+            lane = Lane(
+                model, band, principal, create_principal_queue(self.config.within_principal)
+            )
+            self.lanes[key] = lane
+        return lane
+
+    def _heap(self, model: str, band: int) -> BandHeap:
+        heap = self._heaps.get((model, band))
+        if heap is None:
+            heap = self._heaps[(model, band)] = BandHeap()
+        return heap
+
+    def _enqueue(self, entry: Entry, lane: Lane, front: bool, lift: bool = True) -> None:
+        heap = self._heap(lane.model, lane.band)
+        if lane.live == 0 and lift:
+            # Returning from idle: no banked credit, start level with the least backlogged.
+            floor = heap.min_service()
+            if floor is not None and floor > lane.service:
+                lane.service = floor
+        entry.state = QUEUED
+        entry.lane = lane
+        if front:
+            lane.queue.push_front(entry)
+        else:
+            lane.queue.push(entry)
+        lane.live += 1
+        self.principals[lane.principal].queued += 1
+        if lane.live == 1 or lane.token is None:
+            heap.push(lane)
+
+    def _unqueue(self, entry: Entry) -> Lane:
+        lane = entry.lane
+        assert lane is not None
+        entry.where = None
+        lane.live -= 1
+        self.principals[lane.principal].queued -= 1
+        return lane
+
+    # decisions ------------------------------------------------------------------------------
+
+    def dispatch_once(self, now: float) -> Step:
+        """One scheduling step: expire, age, then dispatch all that the gates allow."""
+        expired = self.expire(now)
+        return Step(dispatched=self.select(now), expired=expired)
+
+    def expire(self, now: float) -> list[Job]:
+        """Remove queued jobs whose deadline has passed; they are never dispatched."""
+        out: list[Job] = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            entry = heapq.heappop(self._deadlines)[2]
+            if entry.state == QUEUED and entry.where is not None:
+                self._unqueue(entry)
+                self._finish(entry, "expired")
+                out.append(entry.job)
+        return out
+
+    def _age(self, now: float) -> None:
+        while self._aging and self._aging[0][0] <= now:
+            _, _, from_band, entry = heapq.heappop(self._aging)
+            lane = entry.lane
+            if entry.state != QUEUED or entry.where is None or lane is None:
+                continue
+            if lane.band != from_band or lane.band <= 0:
+                continue  # a duplicate left by a requeue, or already promoted
+            self._unqueue(entry)
+            self._enqueue(entry, self._lane(lane.model, lane.band - 1, lane.principal), False)
+            self._schedule_aging(entry)
+
+    def select(self, now: float) -> list[Dispatch]:
+        """Dispatch while gates allow: bands in strict order, pools round robin inside a band,
+        the least-served principal inside a pool and band."""
+        self._age(now)
+        out: list[Dispatch] = []
+        deferred: list[Lane] = []
+        bands = sorted({band for (_, band), heap in self._heaps.items() if heap})
+        for band in bands:
+            pools = [m for (m, b), heap in self._heaps.items() if b == band and heap]
+            while pools:
+                for model in list(pools):
+                    dispatch = self._dispatch_one(model, band, now, deferred)
+                    if dispatch is None:
+                        pools.remove(model)
+                    else:
+                        out.append(dispatch)
+        for lane in deferred:
+            if lane.live > 0 and lane.token is None:
+                self._heap(lane.model, lane.band).push(lane)
+        return out
+
+    def _dispatch_one(
+        self, model: str, band: int, now: float, deferred: list[Lane]
+    ) -> Dispatch | None:
+        thresholds = self.config.gates.get(band)
+        stale_after = self.config.stale_after
+        open_backends = [
+            s for s in self._pools.get(model, ()) if gate_open(s, thresholds, now, stale_after).open
+        ]
+        if not open_backends:
+            return None
+        heap = self._heap(model, band)
+        while True:
+            lane = heap.pop()
+            if lane is None:
+                return None
+            entry = lane.queue.peek()
+            if entry is None:
+                continue
+            pstate = self.principals[lane.principal]
+            if pstate.in_flight >= entry.job.max_concurrent:
+                pstate.blocked.append(lane)  # back in the heap when one of its jobs finishes
+                continue
+            candidates = [s for s in open_backends if s.name not in entry.excluded]
+            if not candidates:
+                deferred.append(lane)
+                continue
+            backend = self._choose_backend(entry, candidates)
+            lane.queue.pop()
+            self._unqueue(entry)
+            entry.state = DISPATCHED
+            entry.backend = backend.name
+            entry.charged = entry.job.estimated_cost / max(entry.job.weight, 1e-9)
+            lane.service += entry.charged
+            lane.in_flight += 1
+            pstate.in_flight += 1
+            backend.record_dispatch()
+            self.totals["dispatched"] += 1
+            if entry.job.prefix_key is not None:
+                self._remember_prefix(entry.job.prefix_key, backend.name)
+            if lane.live > 0:
+                heap.push(lane)
+            return Dispatch(entry.job, backend.name, lane.band)
+
+    def _choose_backend(self, entry: Entry, candidates: list[BackendState]) -> BackendState:
+        """Cache affinity unless the affine backend is loaded past the slack; else least load."""
+        least = min(candidates, key=lambda s: (s.in_flight, s.estimated_waiting(), s.name))
+        key = entry.job.prefix_key
+        if key is not None:
+            name = self._affinity.get(key)
+            for s in candidates:
+                if s.name == name and s.in_flight <= least.in_flight + self.config.affinity_slack:
+                    return s
+        return least
+
+    def _remember_prefix(self, key: str, backend: str) -> None:
+        self._affinity[key] = backend
+        self._affinity.move_to_end(key)
+        while len(self._affinity) > self.config.affinity_capacity:
+            self._affinity.popitem(last=False)
+
+    # outcomes -------------------------------------------------------------------------------
+
+    def complete(self, job_id: str, real_cost: float | None = None) -> None:
+        """The job finished: free its slot and correct its principal's account to the real cost."""
+        entry = self._dispatched(job_id)
+        self._release(entry)
+        lane = entry.lane
+        assert lane is not None
+        if real_cost is not None:
+            delta = (real_cost - entry.job.estimated_cost) / max(entry.job.weight, 1e-9)
+            if delta:
+                lane.service += delta
+                if lane.token is not None:
+                    self._heap(lane.model, lane.band).push(lane)
+        self._finish(entry, "completed")
+
+    def cancel(self, job_id: str, real_cost: float | None = None) -> bool:
+        """Client gone. Queued: removed at once, returns True. Dispatched: released as if
+        completed (at the estimate unless `real_cost` is given), returns False."""
+        entry = self.entries.get(job_id)
+        if entry is None:
+            return False
+        if entry.state == QUEUED:
+            self._unqueue(entry)
+            self._finish(entry, "cancelled")
+            return True
+        self.complete(job_id, real_cost)
+        return False
+
+    def requeue(self, job_id: str, failed_backend: str) -> None:
+        """The backend failed before the first token: release it, refund the charge, put the job
+        back at the head of its principal's lane, and never choose `failed_backend` for it again.
+        Raises NoBackend (and drops the job as rejected) when no other backend is left."""
+        entry = self._dispatched(job_id)
+        self._release(entry)
+        lane = entry.lane
+        assert lane is not None
+        lane.service -= entry.charged
+        entry.excluded.add(failed_backend)
+        if not any(s.name not in entry.excluded for s in self._pools.get(lane.model, ())):
+            self._finish(entry, "rejected")
+            raise NoBackend(f"no backend left for model {lane.model!r}")
+        entry.backend = None
+        self._enqueue(entry, lane, front=True, lift=False)
+        if entry.job.deadline is not None:
+            heapq.heappush(self._deadlines, (entry.job.deadline, entry.seq, entry))
+        self._schedule_aging(entry)
+
+    def _dispatched(self, job_id: str) -> Entry:
+        entry = self.entries.get(job_id)
+        if entry is None or entry.state != DISPATCHED:
+            raise KeyError(f"job {job_id!r} is not dispatched")
+        return entry
+
+    def _release(self, entry: Entry) -> None:
+        lane = entry.lane
+        assert lane is not None
+        backend = self.backends.get(entry.backend or "")
+        if backend is not None:
+            backend.record_release()
+        lane.in_flight -= 1
+        pstate = self.principals[lane.principal]
+        pstate.in_flight -= 1
+        blocked, pstate.blocked = pstate.blocked, []
+        for b in blocked:
+            if b.live > 0 and b.token is None:
+                self._heap(b.model, b.band).push(b)
+
+    def _finish(self, entry: Entry, outcome: str) -> None:
+        entry.state = DONE
+        self.totals[outcome] += 1
+        del self.entries[entry.job.id]
+
+    # backend state --------------------------------------------------------------------------
+
+    def update_metrics(self, backend: str, metrics: BackendMetrics) -> None:
+        state = self.backends.get(backend)
+        if state is not None:
+            state.record_scrape(metrics)
+
+    def next_wakeup(self) -> float | None:
+        """The next time a clock-driven change (expiry, aging) can happen, or None."""
+        times = [t[0] for t in (self._deadlines[:1] + self._aging[:1])]
+        return min(times) if times else None
+
+    def pool(self, model: str) -> list[BackendState]:
+        return list(self._pools.get(model, ()))

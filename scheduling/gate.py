@@ -1,0 +1,79 @@
+"""The gate: may this backend take one more job of this band, now? One named rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduling.backend_state import BackendState
+from scheduling.config import GateThresholds
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecision:
+    open: bool
+    reason: str
+
+
+OPEN = GateDecision(True, "open")
+
+
+def gate_open(
+    state: BackendState | None,
+    thresholds: GateThresholds | None,
+    now: float,
+    stale_after: float,
+) -> GateDecision:
+    """Whether `state` may receive one more job of a band with `thresholds`.
+
+    Closed when, checked in this order:
+      1. the backend is unknown or disabled ("disabled");
+      2. its in-flight count is at `max_in_flight` ("max_in_flight");
+    and, only for a backend with metrics:
+      3. no metrics were scraped yet ("no_metrics"), or the last scrape says unhealthy
+         ("unhealthy"), or it is older than `stale_after` ("stale");
+    and, only when the band has thresholds:
+      4. estimated waiting = max(0, scraped waiting + dispatched since scrape - completed since
+         scrape) is not below max(max_waiting, 1) ("waiting");
+      5. the scraped time per output token is not below `max_tpot_seconds` ("tpot");
+      6. the scraped KV-cache usage is not below `max_kv_cache_usage` ("kv_cache").
+    A metric the backend does not expose (None) does not close the gate.
+    """
+    if state is None or not state.config.enabled:
+        return GateDecision(False, "disabled")
+    if state.in_flight >= state.config.max_in_flight:
+        return GateDecision(False, "max_in_flight")
+    if not state.config.has_metrics:
+        return OPEN
+    m = state.metrics
+    if m is None or m.scraped_at is None:
+        return GateDecision(False, "no_metrics")
+    if not m.healthy:
+        return GateDecision(False, "unhealthy")
+    if now - m.scraped_at > stale_after:
+        return GateDecision(False, "stale")
+    if thresholds is None:
+        return OPEN
+    if thresholds.max_waiting is not None and state.estimated_waiting() >= max(
+        thresholds.max_waiting, 1
+    ):
+        return GateDecision(False, "waiting")
+    if (
+        thresholds.max_tpot_seconds is not None
+        and m.tpot_seconds is not None
+        and m.tpot_seconds >= thresholds.max_tpot_seconds
+    ):
+        return GateDecision(False, "tpot")
+    if (
+        thresholds.max_kv_cache_usage is not None
+        and m.kv_cache_usage is not None
+        and m.kv_cache_usage >= thresholds.max_kv_cache_usage
+    ):
+        return GateDecision(False, "kv_cache")
+    return OPEN
+
+
+def is_saturated(
+    state: BackendState | None, thresholds: GateThresholds | None, now: float, stale_after: float
+) -> bool:
+    """The inverse of `gate_open`, under the name the inference-extension detector uses."""
+    return not gate_open(state, thresholds, now, stale_after).open

@@ -1,0 +1,153 @@
+"""A principal's own queue for one (model, band): the order of its jobs, FIFO or shortest first.
+
+Policies share one small interface and a factory (`create_principal_queue`). Entries are removed
+lazily: an entry belongs to a queue only while `entry.where is queue`, so cancelling or moving a
+job is O(1) and the queue drops the leftover when it reaches it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from scheduling.jobs import Job, Principal
+
+QUEUED = "queued"
+DISPATCHED = "dispatched"
+DONE = "done"
+
+
+@dataclass(slots=True, eq=False)
+class Entry:
+    """The scheduler's record of one job over its life."""
+
+    job: Job
+    seq: int
+    state: str = QUEUED
+    where: object | None = None
+    lane: Lane | None = None
+    backend: str | None = None
+    charged: float = 0.0
+    excluded: set[str] = field(default_factory=set)
+
+
+class PrincipalQueue(Protocol):
+    """The order inside one principal's lane."""
+
+    def push(self, entry: Entry) -> None: ...
+
+    def push_front(self, entry: Entry) -> None: ...
+
+    def peek(self) -> Entry | None: ...
+
+    def pop(self) -> Entry: ...
+
+
+class FifoQueue:
+    """First come, first served."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: deque[Entry] = deque()
+
+    def push(self, entry: Entry) -> None:
+        entry.where = self
+        self._items.append(entry)
+
+    def push_front(self, entry: Entry) -> None:
+        entry.where = self
+        self._items.appendleft(entry)
+
+    def peek(self) -> Entry | None:
+        items = self._items
+        while items and items[0].where is not self:
+            items.popleft()
+        return items[0] if items else None
+
+    def pop(self) -> Entry:
+        entry = self.peek()
+        if entry is None:
+            raise IndexError("pop from an empty principal queue")
+        self._items.popleft()
+        entry.where = None
+        return entry
+
+
+_front = itertools.count(1)
+
+
+class ShortestFirstQueue:
+    """Shortest estimated output first (ties FIFO): cuts total waiting for the principal."""
+
+    __slots__ = ("_heap",)
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, Entry]] = []
+
+    def push(self, entry: Entry) -> None:
+        entry.where = self
+        heapq.heappush(self._heap, (entry.job.estimated_output_tokens, entry.seq, entry))
+
+    def push_front(self, entry: Entry) -> None:
+        # Below any real estimate (>= 0); the most recent push_front goes first.
+        entry.where = self
+        heapq.heappush(self._heap, (-1, -next(_front), entry))
+
+    def peek(self) -> Entry | None:
+        heap = self._heap
+        while heap and heap[0][2].where is not self:
+            heapq.heappop(heap)
+        return heap[0][2] if heap else None
+
+    def pop(self) -> Entry:
+        entry = self.peek()
+        if entry is None:
+            raise IndexError("pop from an empty principal queue")
+        heapq.heappop(self._heap)
+        entry.where = None
+        return entry
+
+
+POLICIES: dict[str, type[FifoQueue] | type[ShortestFirstQueue]] = {
+    "fifo": FifoQueue,
+    "sjf": ShortestFirstQueue,
+}
+
+
+def create_principal_queue(policy: str) -> PrincipalQueue:
+    """Build the queue for a `within_principal` policy name."""
+    try:
+        return POLICIES[policy]()
+    except KeyError:
+        raise ValueError(f"unknown within_principal policy {policy!r}") from None
+
+
+@dataclass(slots=True, eq=False)
+class Lane:
+    """One principal's jobs for one (model, band), with its fair-share service account.
+
+    `token` is the sequence number of the lane's one valid entry in its band heap, or None when
+    the lane is not in the heap (idle, blocked at its concurrency limit, or being dispatched).
+    """
+
+    model: str
+    band: int
+    principal: Principal
+    queue: PrincipalQueue
+    live: int = 0
+    in_flight: int = 0
+    service: float = 0.0
+    token: int | None = None
+
+
+@dataclass(slots=True, eq=False)
+class PrincipalState:
+    """Counters the tier limits apply to, across all of a principal's lanes."""
+
+    queued: int = 0
+    in_flight: int = 0
+    blocked: list[Lane] = field(default_factory=list)

@@ -1,0 +1,162 @@
+"""The asyncio face of the scheduler: tickets to await, and a loop that wakes on events.
+
+The loop repeats `dispatch_once()`; between steps it sleeps until something that can open a gate
+happens (a job, a completion, a cancel, new metrics, a config change) or until the next deadline
+or aging time. It never polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from scheduling.backend_state import BackendMetrics
+from scheduling.config import BackendConfig, SchedulerConfig
+from scheduling.core import Scheduler, Step
+from scheduling.errors import JobCancelled, QueueTimeout
+from scheduling.jobs import Job
+from scheduling.snapshot import build_snapshot
+
+
+class Ticket:
+    """A submitted job's handle: await `dispatched()` for the backend it was given."""
+
+    __slots__ = ("_error", "_waiter", "backend", "job")
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.backend: str | None = None
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[str] | None = None
+
+    async def dispatched(self) -> str:
+        """The backend name; raises QueueTimeout past the deadline, JobCancelled if cancelled."""
+        if self.backend is not None:
+            return self.backend
+        if self._error is not None:
+            raise self._error
+        if self._waiter is None or self._waiter.done():
+            self._waiter = asyncio.get_running_loop().create_future()
+        return await asyncio.shield(self._waiter)
+
+    def _resolve(self, backend: str) -> None:
+        self.backend = backend
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(backend)
+
+    def _fail(self, error: BaseException) -> None:
+        self._error = error
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(error)
+            self._waiter.exception()  # retrieved here so an unawaited ticket logs nothing
+
+    def _reset(self) -> None:
+        self.backend = None
+        self._waiter = None
+
+
+class SchedulerService:
+    """Owns a `Scheduler`, its tickets and its dispatch loop task."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        backends: Iterable[BackendConfig],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.core = Scheduler(config, backends)
+        self.clock = clock
+        self._tickets: dict[str, Ticket] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def run(self) -> None:
+        """Repeat the step; sleep until woken or until the next clock-driven change."""
+        while True:
+            self._wake.clear()
+            self.dispatch_once()
+            wakeup = self.core.next_wakeup()
+            timeout = None if wakeup is None else max(0.0, wakeup - self.clock())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    def dispatch_once(self) -> Step:
+        """One step: resolve tickets of dispatched jobs, fail tickets of expired ones."""
+        step = self.core.dispatch_once(self.clock())
+        for job in step.expired:
+            ticket = self._tickets.pop(job.id, None)
+            if ticket is not None:
+                ticket._fail(QueueTimeout(f"job {job.id} waited past its deadline"))
+        for d in step.dispatched:
+            ticket = self._tickets.get(d.job.id)
+            if ticket is not None:
+                ticket._resolve(d.backend)
+        return step
+
+    def _poke(self) -> None:
+        self._wake.set()
+
+    # calls from the gateway -----------------------------------------------------------------
+
+    def submit(self, job: Job) -> Ticket:
+        """Queue a job; raises QueueFull or NoBackend synchronously."""
+        self.core.submit(job, self.clock())
+        ticket = Ticket(job)
+        self._tickets[job.id] = ticket
+        self._poke()
+        return ticket
+
+    def complete(self, ticket: Ticket, real_cost: float | None = None) -> None:
+        self.core.complete(ticket.job.id, real_cost)
+        self._tickets.pop(ticket.job.id, None)
+        self._poke()
+
+    def cancel(self, ticket: Ticket, real_cost: float | None = None) -> None:
+        """Queued: never dispatched. Dispatched: slot released. Unknown/finished: no-op."""
+        if ticket.job.id not in self.core.entries or self._tickets.get(ticket.job.id) is not ticket:
+            return
+        was_queued = self.core.cancel(ticket.job.id, real_cost)
+        self._tickets.pop(ticket.job.id, None)
+        if was_queued:
+            ticket._fail(JobCancelled(f"job {ticket.job.id} cancelled"))
+        self._poke()
+
+    def requeue(self, ticket: Ticket, failed_backend: str) -> None:
+        """Back to the head of its queue, never to `failed_backend`; await `dispatched()` again.
+        Raises NoBackend when no other backend serves the model."""
+        try:
+            self.core.requeue(ticket.job.id, failed_backend)
+        except Exception:
+            self._tickets.pop(ticket.job.id, None)
+            raise
+        ticket._reset()
+        self._poke()
+
+    def update_metrics(self, backend_name: str, metrics: BackendMetrics) -> None:
+        self.core.update_metrics(backend_name, metrics)
+        self._poke()
+
+    def configure(
+        self, config: SchedulerConfig | None = None, backends: Iterable[BackendConfig] | None = None
+    ) -> None:
+        self.core.configure(config, backends)
+        self._poke()
+
+    def snapshot(self) -> dict[str, Any]:
+        return build_snapshot(self.core, self.clock())
