@@ -1,0 +1,46 @@
+"""Shared builders for the scheduler tests: a cast of principals, backends and fresh metrics."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+from scheduling import BackendConfig, BackendMetrics, Job, Principal, Scheduler, SchedulerConfig
+
+ALICE = Principal("acme", "alice")
+BOB = Principal("acme", "bob")
+CHARLIE = Principal("globex", "charlie")
+
+_ids = itertools.count()
+
+
+def job(principal: Principal = ALICE, band: int = 1, model: str = "m", **kw: Any) -> Job:
+    return Job(id=f"j{next(_ids)}", principal=principal, model=model, band=band, **kw)
+
+
+def plain(
+    name: str = "b1", max_in_flight: int = 64, models: Iterable[str] = ("m",)
+) -> BackendConfig:
+    """A backend without metrics: gated by max_in_flight only."""
+    return BackendConfig(name, frozenset(models), max_in_flight=max_in_flight, has_metrics=False)
+
+
+def metered(
+    name: str = "b1", max_in_flight: int = 64, models: Iterable[str] = ("m",)
+) -> BackendConfig:
+    return BackendConfig(name, frozenset(models), max_in_flight=max_in_flight, has_metrics=True)
+
+
+def fresh(
+    now: float = 0.0, waiting: float = 0, tpot: float | None = 0.05, **kw: Any
+) -> BackendMetrics:
+    return BackendMetrics(waiting=waiting, tpot_seconds=tpot, healthy=True, scraped_at=now, **kw)
+
+
+def scheduler(*backends: BackendConfig, **config: Any) -> Scheduler:
+    return Scheduler(SchedulerConfig(**config), backends or (plain(),))
+
+
+def ids(dispatches: Iterable[Any]) -> list[str]:
+    return [d.job.id for d in dispatches]
