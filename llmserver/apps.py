@@ -7,3 +7,6 @@ class GatewayConfig(AppConfig):
     name = "llmserver"
     label = "gateway"
     verbose_name = "Gateway"
+
+    def ready(self) -> None:
+        from llmserver import signals  # noqa: F401  (connects the config-change receivers)

@@ -1,4 +1,8 @@
-"""The ASGI entry point served by daphne: HTTP and WebSocket routing."""
+"""The ASGI entry point served by daphne: HTTP and WebSocket routing.
+
+The OpenAI surface, /metrics and the health checks go straight to Channels consumers; every
+other HTTP path (the admin, reports, the self-service API) goes to Django.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +13,46 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmserver.settings")
 django_asgi = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
+# These need Django set up first.
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import path, re_path  # noqa: E402
+
+from llmserver.api.http import (  # noqa: E402
+    ChatCompletionsConsumer,
+    HealthConsumer,
+    MetricsConsumer,
+    ModelsConsumer,
+    TextCompletionsConsumer,
+)
+from llmserver.api.websocket import CompletionSocketConsumer  # noqa: E402
+
+http_routes = [
+    path("v1/chat/completions", ChatCompletionsConsumer.as_asgi()),
+    path("v1/completions", TextCompletionsConsumer.as_asgi()),
+    path("v1/models", ModelsConsumer.as_asgi()),
+    path("metrics", MetricsConsumer.as_asgi()),
+    path("healthz", HealthConsumer.as_asgi()),
+    path("readyz", HealthConsumer.as_asgi(ready_check=True)),
+    re_path(r"", django_asgi),
+]
+
+websocket_routes = [
+    path("ws/v1/chat/completions", CompletionSocketConsumer.as_asgi()),
+]
+
+
+def _dashboard_routes() -> list:
+    try:
+        from llmserver.dashboard import DashboardConsumer
+    except ImportError:
+        return []
+    return [path("ws/admin/dashboard/", DashboardConsumer.as_asgi())]
+
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi,
-        "websocket": AuthMiddlewareStack(URLRouter([])),
+        "http": URLRouter(http_routes),
+        "websocket": AuthMiddlewareStack(URLRouter(websocket_routes + _dashboard_routes())),
     }
 )

@@ -7,6 +7,7 @@ Idempotent: tiers, tenant, prices and backend are updated in place; the demo key
 from __future__ import annotations
 
 import json
+import secrets
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -58,6 +59,20 @@ KEYS = [
 ]
 
 
+def _reset_demo_admin() -> str:
+    """A staff login for the demo; a fresh random password each time, printed, never fixed."""
+    from django.contrib.auth import get_user_model
+
+    password = secrets.token_urlsafe(12)
+    user, _ = get_user_model().objects.get_or_create(
+        username="admin", defaults={"email": "admin@localhost"}
+    )
+    user.is_staff = user.is_superuser = True
+    user.set_password(password)
+    user.save()
+    return password
+
+
 class Command(BaseCommand):
     help = "Create the demo tiers, tenant, keys, prices and simulator route; print the keys."
 
@@ -65,6 +80,9 @@ class Command(BaseCommand):
         parser.add_argument("--simulator-url", default="http://127.0.0.1:8100")
         parser.add_argument("--gateway-url", default="http://127.0.0.1:8000")
         parser.add_argument("--json", action="store_true")
+        parser.add_argument(
+            "--no-admin", action="store_true", help="Do not (re)set the demo admin's password."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         with transaction.atomic():
@@ -114,9 +132,16 @@ class Command(BaseCommand):
                 keys.append(
                     {"user": user, "app_type": app_type, "tier": key.tier.name, "key": secret}
                 )
+        admin_password = None if options["no_admin"] else _reset_demo_admin()
         if options["json"]:
-            self.stdout.write(json.dumps({"model": DEMO_MODEL, "keys": keys}))
+            self.stdout.write(
+                json.dumps({"model": DEMO_MODEL, "keys": keys, "admin_password": admin_password})
+            )
             return
+        if admin_password:
+            self.stdout.write(
+                f"Admin: {options['gateway_url']}/admin/  user 'admin', password {admin_password}"
+            )
         self.stdout.write(
             f"Demo tenant 'demo', model {DEMO_MODEL!r} on {options['simulator_url']}."
         )

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible surface: validation, errors, the completion pipeline and its consumers."""

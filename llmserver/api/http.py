@@ -1,0 +1,255 @@
+"""The OpenAI-compatible HTTP endpoints, as Channels async consumers.
+
+The completion runs as a task beside a watcher for `http.disconnect`: a client that goes away
+cancels the task, which aborts the upstream request or leaves the queue, and releases the slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from typing import Any
+
+from channels.exceptions import StopConsumer
+from channels.generic.http import AsyncHttpConsumer
+from django.conf import settings
+
+from llmserver.api.auth import authenticate, bearer
+from llmserver.api.errors import ApiError
+from llmserver.api.pipeline import Completion
+from llmserver.api.sse import frame
+from llmserver.api.validation import parse_json, validate
+from llmserver.runtime.gateway import Gateway, get_gateway
+
+log = logging.getLogger(__name__)
+JSON = [(b"content-type", b"application/json")]
+SSE = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def _header(scope: dict[str, Any], name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+class JsonHttpConsumer(AsyncHttpConsumer):
+    """Shared plumbing: no channel layer per request (it costs a channel), OpenAI error bodies."""
+
+    channel_layer_alias = None
+    methods: tuple[str, ...] = ("GET",)
+
+    async def send_json(
+        self, status: int, data: Any, headers: dict[str, str] | None = None
+    ) -> None:
+        extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+        await self.send_response(status, json.dumps(data).encode(), headers=JSON + extra)
+
+    async def send_error(self, exc: ApiError, request_id: str | None = None) -> None:
+        headers = dict(exc.headers)
+        if request_id:
+            headers["x-request-id"] = request_id
+        await self.send_json(exc.status, exc.body(), headers)
+
+    def method_allowed(self) -> ApiError | None:
+        if self.scope["method"] in self.methods:
+            return None
+        return ApiError(
+            405,
+            f"Use {' or '.join(self.methods)} on this endpoint.",
+            "invalid_request_error",
+            None,
+            "method_not_allowed",
+        )
+
+
+class CompletionSink:
+    """Writes a completion to the HTTP response: SSE events, or one JSON body."""
+
+    def __init__(self, consumer: AsyncHttpConsumer) -> None:
+        self.consumer = consumer
+
+    async def start(self, status: int, headers: dict[str, str], stream: bool) -> None:
+        extra = [(k.encode(), v.encode()) for k, v in headers.items()]
+        await self.consumer.send_headers(status=status, headers=(SSE if stream else JSON) + extra)
+
+    async def event(self, payload: bytes) -> None:
+        await self.consumer.send_body(frame(payload), more_body=True)
+
+    async def body(self, payload: bytes) -> None:
+        await self.consumer.send_body(payload, more_body=True)
+
+    async def finish(self) -> None:
+        await self.consumer.send_body(b"", more_body=False)
+
+
+class CompletionsConsumer(JsonHttpConsumer):
+    """POST /v1/chat/completions (kind "chat") and /v1/completions (kind "completions")."""
+
+    kind = "chat"
+    methods = ("POST",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.size = 0
+        self.too_large = False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self._receive = receive
+        await super().__call__(scope, receive, send)
+
+    async def http_request(self, message: dict[str, Any]) -> None:
+        limit = settings.LLMSERVER["MAX_BODY_BYTES"]
+        chunk = message.get("body", b"")
+        self.size += len(chunk)
+        declared = _header(self.scope, b"content-length")
+        if self.size > limit or (declared and declared.isdigit() and int(declared) > limit):
+            self.too_large = True
+        elif chunk:
+            self.body.append(chunk)
+        if message.get("more_body"):
+            return
+        request_id = "chatcmpl-" + uuid.uuid4().hex[:24]
+        if self.too_large:
+            await self.send_error(
+                ApiError(
+                    413,
+                    f"The request body is larger than {limit} bytes.",
+                    "invalid_request_error",
+                    None,
+                    "request_too_large",
+                ),
+                request_id,
+            )
+            raise StopConsumer()
+        serve = asyncio.ensure_future(self.serve(b"".join(self.body), request_id))
+        watch = asyncio.ensure_future(self._wait_for_disconnect())
+        try:
+            await asyncio.wait({serve, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (serve, watch):
+                if not task.done():
+                    task.cancel()
+            for task in (serve, watch):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        raise StopConsumer()
+
+    async def _wait_for_disconnect(self) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    async def serve(self, raw: bytes, request_id: str) -> None:
+        completion: Completion | None = None
+        try:
+            refusal = self.method_allowed()
+            if refusal:
+                raise refusal
+            gw: Gateway = await get_gateway()
+            key = await authenticate(gw, bearer(self.scope.get("headers", [])))
+            data = parse_json(raw, _header(self.scope, b"content-type"))
+            conf = settings.LLMSERVER
+            req = validate(
+                self.kind,
+                data,
+                default_max_tokens=conf["DEFAULT_MAX_TOKENS"],
+                max_tokens_limit=conf["MAX_TOKENS_LIMIT"],
+            )
+            completion = Completion(gw, key, req, CompletionSink(self), request_id)
+            await completion.run()
+        except ApiError as exc:
+            await self.send_error(exc, request_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("request %s failed", request_id)
+            if completion is None or not completion.started:
+                await self.send_error(
+                    ApiError(
+                        500,
+                        "The gateway failed; this has been logged.",
+                        "server_error",
+                        None,
+                        "internal_error",
+                    ),
+                    request_id,
+                )
+
+
+class ChatCompletionsConsumer(CompletionsConsumer):
+    kind = "chat"
+
+
+class TextCompletionsConsumer(CompletionsConsumer):
+    kind = "completions"
+
+
+class ModelsConsumer(JsonHttpConsumer):
+    """GET /v1/models: the models this key may use."""
+
+    async def handle(self, body: bytes) -> None:
+        try:
+            refusal = self.method_allowed()
+            if refusal:
+                raise refusal
+            gw = await get_gateway()
+            key = await authenticate(gw, bearer(self.scope.get("headers", [])))
+        except ApiError as exc:
+            await self.send_error(exc)
+            return
+        routes = gw.config.routes if gw.config else {}
+        models = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "llm-server"}
+            for name in sorted(routes)
+            if key.allows_model(name)
+        ]
+        await self.send_json(200, {"object": "list", "data": models})
+
+
+class MetricsConsumer(JsonHttpConsumer):
+    """GET /metrics: the gateway's own Prometheus exposition."""
+
+    async def handle(self, body: bytes) -> None:
+        gw = await get_gateway()
+        await self.send_response(
+            200,
+            gw.metrics.render(),
+            headers=[(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")],
+        )
+
+
+class HealthConsumer(JsonHttpConsumer):
+    """GET /healthz: the process is up. GET /readyz: it can reach its database and a backend."""
+
+    ready_check = False
+
+    async def handle(self, body: bytes) -> None:
+        if not self.ready_check:
+            await self.send_json(200, {"status": "ok"})
+            return
+        try:
+            gw = await get_gateway()
+        except Exception as exc:
+            await self.send_json(
+                503, {"status": "unavailable", "reason": f"start-up failed: {exc}"}
+            )
+            return
+        snap = gw.snapshot() or {"backends": []}
+        usable = [
+            b["name"]
+            for b in snap["backends"]
+            if not b["has_metrics"] or (not b["stale"] and (b["metrics"] or {}).get("healthy"))
+        ]
+        status = 200 if usable else 503
+        await self.send_json(
+            status, {"status": "ready" if usable else "no usable backend", "backends": usable}
+        )

@@ -1,0 +1,192 @@
+"""Body validation for the supported OpenAI subset of chat and text completions.
+
+Known fields are checked for type and range; unknown fields pass through to the backend, which
+understands more than the gateway does (vLLM's sampling extras, for example).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from llmserver.api.errors import ApiError, invalid
+
+# Fields the gateway owns: a client must not set the backend's priority itself.
+_GATEWAY_OWNED = ("priority",)
+SERVICE_TIERS = ("auto", "default", "flex", "priority", "scale")
+_PREFIX_CHARS = 512
+
+
+@dataclass(slots=True)
+class CompletionRequest:
+    kind: str  # "chat" or "completions"
+    model: str
+    stream: bool
+    include_usage: bool
+    max_tokens: int
+    prompt_chars: int
+    prefix_key: str
+    wants_flex: bool
+    body: dict[str, Any]
+
+    @property
+    def estimated_prompt_tokens(self) -> int:
+        return max(1, self.prompt_chars // 4)
+
+
+def parse_json(raw: bytes, content_type: str | None) -> dict[str, Any]:
+    if content_type is not None:
+        media = content_type.split(";", 1)[0].strip().lower()
+        if media != "application/json":
+            raise ApiError(
+                415,
+                f"Content-Type must be application/json, not {media or 'empty'!r}.",
+                "invalid_request_error",
+                None,
+                "unsupported_media_type",
+            )
+    if not raw:
+        raise invalid("The request body is empty; send a JSON object.")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise invalid(f"The request body is not valid JSON: {exc}.", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise invalid("The request body must be a JSON object.")
+    return data
+
+
+def _number(data: dict[str, Any], name: str, low: float, high: float) -> None:
+    value = data.get(name)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise invalid(f"'{name}' must be a number.", name)
+    if not low <= value <= high:
+        raise invalid(f"'{name}' must be between {low:g} and {high:g}; got {value}.", name)
+
+
+def _max_tokens(data: dict[str, Any], default: int, limit: int) -> int:
+    name = (
+        "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
+    )
+    value = data.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(f"'{name}' must be an integer.", name)
+    if not 1 <= value <= limit:
+        raise invalid(f"'{name}' must be between 1 and {limit}; got {value}.", name)
+    return value
+
+
+def _stop(data: dict[str, Any]) -> None:
+    stop = data.get("stop")
+    if stop is None or isinstance(stop, str):
+        return
+    if not isinstance(stop, list) or len(stop) > 4 or not all(isinstance(s, str) for s in stop):
+        raise invalid("'stop' must be a string or a list of at most 4 strings.", "stop")
+
+
+def _message_text(messages: Any) -> str:
+    if not isinstance(messages, list) or not messages:
+        raise invalid("'messages' must be a non-empty list of message objects.", "messages")
+    parts: list[str] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise invalid(f"'messages[{i}]' must be an object.", f"messages[{i}]")
+        role = message.get("role")
+        if role not in {"system", "user", "assistant", "tool", "developer", "function"}:
+            raise invalid(
+                f"'messages[{i}].role' must be a known role; got {role!r}.", f"messages[{i}].role"
+            )
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            for part in content:
+                if not isinstance(part, dict):
+                    raise invalid(
+                        f"'messages[{i}].content' parts must be objects.", f"messages[{i}].content"
+                    )
+                text = part.get("text")
+                if isinstance(text, str):
+                    parts.append(text)
+        elif content is None and role in {"assistant", "tool", "function"}:
+            continue
+        else:
+            raise invalid(
+                f"'messages[{i}].content' must be a string or a list of parts.",
+                f"messages[{i}].content",
+            )
+    return "\n".join(parts)
+
+
+def _prompt_text(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str) for p in prompt):
+        return "\n".join(prompt)
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(p, int) and not isinstance(p, bool) for p in prompt)
+    ):
+        return "x" * (4 * len(prompt))
+    raise invalid("'prompt' must be a string, a list of strings, or a list of token ids.", "prompt")
+
+
+def validate(
+    kind: str, data: dict[str, Any], *, default_max_tokens: int, max_tokens_limit: int
+) -> CompletionRequest:
+    """Check a chat (`kind="chat"`) or text completion body; returns what the gateway needs."""
+    model = data.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise invalid("'model' is required and must be a non-empty string.", "model")
+    if kind == "chat":
+        text = _message_text(data.get("messages"))
+    else:
+        if "prompt" not in data:
+            raise invalid("'prompt' is required.", "prompt")
+        text = _prompt_text(data["prompt"])
+    stream = data.get("stream", False)
+    if not isinstance(stream, bool):
+        raise invalid("'stream' must be a boolean.", "stream")
+    options = data.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise invalid("'stream_options' must be an object.", "stream_options")
+    include_usage = bool(options and options.get("include_usage"))
+    if options and not stream:
+        raise invalid("'stream_options' is only allowed when 'stream' is true.", "stream_options")
+    max_tokens = _max_tokens(data, default_max_tokens, max_tokens_limit)
+    _number(data, "temperature", 0.0, 2.0)
+    _number(data, "top_p", 0.0, 1.0)
+    _number(data, "presence_penalty", -2.0, 2.0)
+    _number(data, "frequency_penalty", -2.0, 2.0)
+    n = data.get("n")
+    if n is not None and n != 1:
+        raise invalid("Only 'n': 1 is supported.", "n")
+    _stop(data)
+    user = data.get("user")
+    if user is not None and not isinstance(user, str):
+        raise invalid("'user' must be a string.", "user")
+    tier = data.get("service_tier")
+    if tier is not None and tier not in SERVICE_TIERS:
+        raise invalid(f"'service_tier' must be one of {', '.join(SERVICE_TIERS)}.", "service_tier")
+    body = {k: v for k, v in data.items() if k not in _GATEWAY_OWNED and k != "service_tier"}
+    body["max_tokens"] = max_tokens
+    body.pop("max_completion_tokens", None)
+    prefix = hashlib.blake2b(text[:_PREFIX_CHARS].encode(), digest_size=8).hexdigest()
+    return CompletionRequest(
+        kind=kind,
+        model=model,
+        stream=stream,
+        include_usage=include_usage,
+        max_tokens=max_tokens,
+        prompt_chars=len(text),
+        prefix_key=prefix,
+        wants_flex=tier == "flex",
+        body=body,
+    )

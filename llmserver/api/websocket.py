@@ -1,0 +1,150 @@
+"""Completions over a WebSocket, for interactive clients.
+
+The client sends `{"type": "request", "id": ..., "endpoint": "chat"|"completions", "body": {...}}`
+and receives `chunk` messages (the OpenAI chunk as `data`), then `done`; or one `response`; or an
+`error`. `{"type": "cancel", "id": ...}` or closing the socket cancels. Several requests may run
+on one socket, in sequence or at once. The key comes from the Authorization header or, for
+browsers that cannot set headers, the `api_key` query parameter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from llmserver.api.auth import authenticate, bearer
+from llmserver.api.errors import ApiError, invalid
+from llmserver.api.pipeline import Completion
+from llmserver.api.validation import validate
+from llmserver.runtime.gateway import Gateway, get_gateway
+from llmserver.runtime.keys import KeyInfo
+
+log = logging.getLogger(__name__)
+MAX_OPEN_REQUESTS = 8
+
+
+class SocketSink:
+    def __init__(self, consumer: CompletionSocketConsumer, request_id: str) -> None:
+        self.consumer, self.id = consumer, json.dumps(request_id)
+
+    async def start(self, status: int, headers: dict[str, str], stream: bool) -> None:
+        await self.consumer.send(
+            text_data=json.dumps({"type": "start", "id": json.loads(self.id), "headers": headers})
+        )
+
+    async def event(self, payload: bytes) -> None:
+        if payload == b"[DONE]":
+            await self.consumer.send(text_data=f'{{"type": "done", "id": {self.id}}}')
+            return
+        await self.consumer.send(
+            text_data=f'{{"type": "chunk", "id": {self.id}, "data": {payload.decode()}}}'
+        )
+
+    async def body(self, payload: bytes) -> None:
+        await self.consumer.send(
+            text_data=f'{{"type": "response", "id": {self.id}, "data": {payload.decode()}}}'
+        )
+
+    async def finish(self) -> None:
+        return None
+
+
+class CompletionSocketConsumer(AsyncWebsocketConsumer):
+    channel_layer_alias = None
+
+    async def connect(self) -> None:
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.gw: Gateway = await get_gateway()
+        secret = bearer(self.scope.get("headers", []))
+        if secret is None:
+            query = parse_qs(self.scope.get("query_string", b"").decode())
+            secret = (query.get("api_key") or [None])[0]
+        try:
+            self.key: KeyInfo = await authenticate(self.gw, secret)
+        except ApiError:
+            await self.close(code=4401)
+            return
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        for task in list(getattr(self, "tasks", {}).values()):
+            task.cancel()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            message = json.loads(text_data or "")
+            if not isinstance(message, dict):
+                raise ValueError
+        except ValueError:
+            await self._error(None, invalid("Each message must be a JSON object."))
+            return
+        kind, request_id = message.get("type"), message.get("id")
+        if not isinstance(request_id, str) or not request_id or len(request_id) > 64:
+            await self._error(None, invalid("'id' must be a string of 1 to 64 characters.", "id"))
+            return
+        if kind == "cancel":
+            task = self.tasks.get(request_id)
+            if task is not None:
+                task.cancel()
+            return
+        if kind != "request":
+            await self._error(request_id, invalid("'type' must be 'request' or 'cancel'.", "type"))
+            return
+        if request_id in self.tasks or len(self.tasks) >= MAX_OPEN_REQUESTS:
+            await self._error(
+                request_id,
+                invalid("That id is in use, or too many requests are open on this socket.", "id"),
+            )
+            return
+        self.tasks[request_id] = asyncio.ensure_future(self._run(request_id, message))
+
+    async def _run(self, request_id: str, message: dict[str, Any]) -> None:
+        try:
+            endpoint = message.get("endpoint", "chat")
+            if endpoint not in ("chat", "completions"):
+                raise invalid("'endpoint' must be 'chat' or 'completions'.", "endpoint")
+            body = message.get("body")
+            if not isinstance(body, dict):
+                raise invalid("'body' must be a JSON object.", "body")
+            conf = settings.LLMSERVER
+            req = validate(
+                endpoint,
+                body,
+                default_max_tokens=conf["DEFAULT_MAX_TOKENS"],
+                max_tokens_limit=conf["MAX_TOKENS_LIMIT"],
+            )
+            upstream_id = f"ws-{self.key.key_id}-{id(self)}-{request_id}"
+            await Completion(
+                self.gw, self.key, req, SocketSink(self, request_id), upstream_id
+            ).run()
+        except ApiError as exc:
+            await self._error(request_id, exc)
+        except asyncio.CancelledError:
+            if message.get("type") == "request":
+                await self._send_quietly({"type": "cancelled", "id": request_id})
+            raise
+        except Exception:
+            log.exception("websocket request %s failed", request_id)
+            await self._error(
+                request_id,
+                ApiError(500, "The gateway failed; this has been logged.", "server_error"),
+            )
+        finally:
+            self.tasks.pop(request_id, None)
+
+    async def _error(self, request_id: str | None, exc: ApiError) -> None:
+        await self._send_quietly(
+            {"type": "error", "id": request_id, "status": exc.status, **exc.body()}
+        )
+
+    async def _send_quietly(self, data: dict[str, Any]) -> None:
+        try:
+            await self.send(text_data=json.dumps(data))
+        except Exception:
+            return

@@ -1,0 +1,1 @@
+"""The gateway process: its scheduler, backend clients, pollers, usage writer and metrics."""

@@ -1,0 +1,93 @@
+"""Read the operator's configuration (backends, routes, tiers) from the database.
+
+The result is plain data: the scheduler's configs plus the route table the API resolves model
+names with. It is reloaded when the admin changes anything, and periodically as a safety net for
+changes made from another process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from scheduling import BackendConfig, GateThresholds, SchedulerConfig
+from tenants.models import Backend, ModelRoute, Tier
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
+    name: str
+    kind: str
+    base_url: str
+    metrics_url: str
+    api_key: str
+    max_in_flight: int
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    backends: dict[str, BackendSpec]
+    # public model name -> {backend name: upstream model name}
+    routes: dict[str, dict[str, str]]
+    scheduler: SchedulerConfig
+    scheduler_backends: tuple[BackendConfig, ...]
+
+
+def _strictest(values: list[float | int | None]) -> float | int | None:
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def band_gates() -> dict[int, GateThresholds]:
+    """One gate per band; where several tiers share a band, the strictest threshold wins."""
+    by_band: dict[int, list[Tier]] = {}
+    for tier in Tier.objects.all():
+        by_band.setdefault(tier.band, []).append(tier)
+    gates = {}
+    for band, tiers in by_band.items():
+        tpot_ms = _strictest([t.gate_max_tpot_ms for t in tiers])
+        waiting = _strictest([t.gate_max_waiting for t in tiers])
+        gates[band] = GateThresholds(
+            max_waiting=int(waiting) if waiting is not None else None,
+            max_tpot_seconds=tpot_ms / 1000.0 if tpot_ms is not None else None,
+            max_kv_cache_usage=_strictest([t.gate_max_kv_cache_usage for t in tiers]),
+        )
+    return gates
+
+
+def load_gateway_config() -> GatewayConfig:
+    conf = settings.LLMSERVER
+    backends = {
+        b.name: BackendSpec(
+            name=b.name,
+            kind=b.kind,
+            base_url=b.base_url.rstrip("/"),
+            metrics_url=b.effective_metrics_url,
+            api_key=b.api_key,
+            max_in_flight=b.max_in_flight,
+        )
+        for b in Backend.objects.filter(enabled=True)
+    }
+    routes: dict[str, dict[str, str]] = {}
+    for route in ModelRoute.objects.filter(enabled=True, backend__enabled=True).select_related(
+        "backend"
+    ):
+        routes.setdefault(route.public_name, {})[route.backend.name] = (
+            route.effective_upstream_model
+        )
+    scheduler_backends = tuple(
+        BackendConfig(
+            name=spec.name,
+            models=frozenset(m for m, pool in routes.items() if spec.name in pool),
+            max_in_flight=spec.max_in_flight,
+            has_metrics=bool(spec.metrics_url),
+        )
+        for spec in backends.values()
+    )
+    scheduler = SchedulerConfig(
+        gates=band_gates(),
+        stale_after=conf["STALE_AFTER"],
+        within_principal=conf.get("WITHIN_PRINCIPAL", "fifo"),
+    )
+    return GatewayConfig(backends, routes, scheduler, scheduler_backends)

@@ -1,0 +1,97 @@
+"""The gateway's own Prometheus metrics: what it served, how long people waited, gate states.
+
+Request counters and histograms are updated on the request path; queue depths, gate states and
+the backends' scraped values are read from the scheduler's snapshot at scrape time by a
+collector, so they cost nothing between scrapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+_WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class SnapshotCollector(Collector):
+    def __init__(self, snapshot: Callable[[], dict[str, Any] | None]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snap = self._snapshot()
+        if snap is None:
+            return
+        depth = GaugeMetricFamily(
+            "llmserver_queue_depth", "Jobs waiting, by model and band.", labels=["model", "band"]
+        )
+        totals: dict[tuple[str, str], int] = {}
+        for q in snap["queues"]:
+            key = (q["model"], str(q["band"]))
+            totals[key] = totals.get(key, 0) + q["depth"]
+        for (model, band), value in sorted(totals.items()):
+            depth.add_metric([model, band], value)
+        yield depth
+        gate = GaugeMetricFamily(
+            "llmserver_gate_open",
+            "1 while the backend's gate is open for the band.",
+            labels=["backend", "band"],
+        )
+        in_flight = GaugeMetricFamily(
+            "llmserver_backend_in_flight", "Requests in flight.", labels=["backend"]
+        )
+        scraped = GaugeMetricFamily(
+            "llmserver_backend_metric",
+            "The backend's last scraped values.",
+            labels=["backend", "name"],
+        )
+        for b in snap["backends"]:
+            in_flight.add_metric([b["name"]], b["in_flight"])
+            for g in b["gates"]:
+                gate.add_metric([b["name"], str(g["band"])], 1.0 if g["open"] else 0.0)
+            for name, value in (b.get("metrics") or {}).items():
+                if isinstance(value, bool):
+                    value = 1.0 if value else 0.0
+                if isinstance(value, int | float) and name != "scraped_at":
+                    scraped.add_metric([b["name"], name], float(value))
+        yield gate
+        yield in_flight
+        yield scraped
+
+
+class GatewayMetrics:
+    def __init__(self, snapshot: Callable[[], dict[str, Any] | None]) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "llmserver_requests",
+            "Requests by model, band and final status.",
+            ["model", "band", "status"],
+            registry=self.registry,
+        )
+        self.queue_wait = Histogram(
+            "llmserver_queue_wait_seconds",
+            "Time from arrival to dispatch.",
+            ["band"],
+            buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.ttft = Histogram(
+            "llmserver_time_to_first_token_seconds",
+            "Time from arrival to the first streamed token.",
+            ["band"],
+            buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.tokens = Counter(
+            "llmserver_tokens",
+            "Tokens by tenant and kind (prompt or completion).",
+            ["tenant", "kind"],
+            registry=self.registry,
+        )
+        self.registry.register(SnapshotCollector(snapshot))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

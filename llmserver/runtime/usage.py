@@ -1,0 +1,135 @@
+"""Usage records, written off the request path in batches.
+
+The request path only appends a draft to a list; `flush_once` prices the batch with the cost rule
+in force when each request was queued (one query for the rules of the batch's models) and
+bulk-inserts it, then touches `last_used_at` of the keys it saw. `run` repeats the step; the
+gateway calls `flush_once` once more on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from asgiref.sync import sync_to_async
+
+from tenants.models import ApiKey, CostRule, UsageRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class UsageDraft:
+    request_id: str
+    tenant_id: int
+    api_key_id: int | None
+    user: str
+    model: str
+    tier: str
+    band: int
+    queued_at: datetime
+    backend: str = ""
+    dispatched_at: datetime | None = None
+    first_token_at: datetime | None = None
+    finished_at: datetime | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    status: str = "ok"
+    error_type: str = ""
+
+
+def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
+    """Turn drafts into records, each priced at the rule in force at its queue time."""
+    models = {d.model for d in drafts} | {"*"}
+    rules: dict[str, list[CostRule]] = {}
+    for rule in CostRule.objects.filter(model__in=models).order_by("effective_from"):
+        rules.setdefault(rule.model, []).append(rule)
+
+    def rule_for(model: str, when: datetime) -> CostRule | None:
+        for name in (model, "*"):
+            in_force = [r for r in rules.get(name, ()) if r.effective_from <= when]
+            if in_force:
+                return in_force[-1]
+        return None
+
+    records = []
+    for d in drafts:
+        rule = rule_for(d.model, d.queued_at)
+        cost = rule.cost(d.prompt_tokens, d.completion_tokens) if rule else Decimal(0)
+        records.append(
+            UsageRecord(
+                request_id=d.request_id,
+                tenant_id=d.tenant_id,
+                api_key_id=d.api_key_id,
+                user=d.user,
+                model=d.model,
+                backend=d.backend,
+                tier=d.tier,
+                band=d.band,
+                queued_at=d.queued_at,
+                dispatched_at=d.dispatched_at,
+                first_token_at=d.first_token_at,
+                finished_at=d.finished_at or d.queued_at,
+                prompt_tokens=d.prompt_tokens,
+                completion_tokens=d.completion_tokens,
+                cost=cost,
+                status=d.status,
+                error_type=d.error_type[:64],
+            )
+        )
+    return records
+
+
+def write(drafts: list[UsageDraft]) -> int:
+    records = price(drafts)
+    UsageRecord.objects.bulk_create(records, batch_size=500, ignore_conflicts=True)
+    last_used: dict[int, datetime] = {}
+    for d in drafts:
+        if d.api_key_id is not None:
+            stamp = d.finished_at or d.queued_at
+            last_used[d.api_key_id] = max(stamp, last_used.get(d.api_key_id, stamp))
+    for key_id, stamp in last_used.items():
+        ApiKey.objects.filter(pk=key_id).update(last_used_at=stamp)
+    return len(records)
+
+
+class UsageWriter:
+    def __init__(self, interval: float = 1.0, batch_size: int = 500) -> None:
+        self.interval = interval
+        self.batch_size = batch_size
+        self._pending: list[UsageDraft] = []
+        self._lock = asyncio.Lock()
+        self.written = 0
+
+    def add(self, draft: UsageDraft) -> None:
+        self._pending.append(draft)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def flush_once(self) -> int:
+        """Write everything pending, in batches; a failed batch is kept and retried next time."""
+        async with self._lock:
+            written = 0
+            while self._pending:
+                batch = self._pending[: self.batch_size]
+                try:
+                    written += await sync_to_async(write, thread_sensitive=False)(batch)
+                except Exception:
+                    log.exception("writing %d usage records failed; will retry", len(batch))
+                    break
+                del self._pending[: len(batch)]
+            self.written += written
+            return written
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            await self.flush_once()
+
+
+__all__ = ["UsageDraft", "UsageWriter", "price", "write"]

@@ -1,0 +1,25 @@
+"""Operator changes reach the running gateway: any save or delete of its config marks it dirty."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+from tenants.models import ApiKey, Backend, CostRule, ModelRoute, QuotaRule, Tenant, Tier
+
+CONFIG_MODELS = (ApiKey, Backend, CostRule, ModelRoute, QuotaRule, Tenant, Tier)
+
+
+@receiver(post_save)
+@receiver(post_delete)
+def config_changed(sender: type, **kwargs: Any) -> None:
+    if sender not in CONFIG_MODELS:
+        return
+    # No running gateway in this process unless its module was loaded (the admin-only case).
+    module = sys.modules.get("llmserver.runtime.gateway")
+    gateway = module.current_gateway() if module is not None else None
+    if gateway is not None:
+        gateway.mark_dirty()

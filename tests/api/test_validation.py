@@ -1,0 +1,106 @@
+"""Body validation for the OpenAI subset: clear 4xx errors, pass-through of the rest."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmserver.api.errors import ApiError
+from llmserver.api.validation import parse_json, validate
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def check(data: dict, kind: str = "chat"):
+    return validate(kind, data, default_max_tokens=16, max_tokens_limit=1000)
+
+
+def error_of(data: dict, kind: str = "chat") -> ApiError:
+    with pytest.raises(ApiError) as info:
+        check(data, kind)
+    return info.value
+
+
+def test_a_minimal_chat_request_gets_the_default_max_tokens():
+    req = check(CHAT)
+    assert (req.model, req.stream, req.max_tokens, req.body["max_tokens"]) == ("m", False, 16, 16)
+
+
+def test_unknown_fields_pass_through_to_the_backend():
+    assert check({**CHAT, "top_k": 5, "repetition_penalty": 1.1}).body["top_k"] == 5
+
+
+def test_a_client_cannot_set_the_backend_priority_itself():
+    assert "priority" not in check({**CHAT, "priority": -100}).body
+
+
+def test_service_tier_flex_asks_for_the_batch_band():
+    assert check({**CHAT, "service_tier": "flex"}).wants_flex
+    assert not check({**CHAT, "service_tier": "priority"}).wants_flex
+
+
+@pytest.mark.parametrize(
+    ("patch", "param"),
+    [
+        ({"model": None}, "model"),
+        ({"model": 3}, "model"),
+        ({"messages": []}, "messages"),
+        ({"messages": "hi"}, "messages"),
+        ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        ({"max_tokens": -1}, "max_tokens"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_tokens": 10**9}, "max_tokens"),
+        ({"max_tokens": "10"}, "max_tokens"),
+        ({"max_tokens": True}, "max_tokens"),
+        ({"temperature": 3}, "temperature"),
+        ({"temperature": "hot"}, "temperature"),
+        ({"top_p": 1.5}, "top_p"),
+        ({"stream": "yes"}, "stream"),
+        ({"stop": [1, 2]}, "stop"),
+        ({"n": 3}, "n"),
+        ({"user": 42}, "user"),
+        ({"service_tier": "gold"}, "service_tier"),
+        ({"stream_options": {"include_usage": True}}, "stream_options"),
+    ],
+)
+def test_a_bad_field_is_a_400_that_names_it(patch, param):
+    error = error_of({**CHAT, **patch})
+    assert (error.status, error.type, error.param) == (400, "invalid_request_error", param)
+    assert error.body()["error"]["message"]
+
+
+def test_completions_need_a_prompt():
+    assert error_of({"model": "m"}, "completions").param == "prompt"
+    assert check({"model": "m", "prompt": ["a", "b"]}, "completions").prompt_chars == 3
+
+
+def test_stream_options_are_read_when_streaming():
+    assert check({**CHAT, "stream": True, "stream_options": {"include_usage": True}}).include_usage
+
+
+def test_max_completion_tokens_is_accepted_as_max_tokens():
+    req = check({**CHAT, "max_completion_tokens": 7})
+    assert req.max_tokens == 7 and "max_completion_tokens" not in req.body
+
+
+def test_the_same_prompt_start_gives_the_same_prefix_key():
+    a = check({"model": "m", "prompt": "x" * 600 + "a"}, "completions")
+    b = check({"model": "m", "prompt": "x" * 600 + "b"}, "completions")
+    assert a.prefix_key == b.prefix_key != check(CHAT).prefix_key
+
+
+@pytest.mark.parametrize("raw", [b"", b"{", b"[1, 2]", b'"text"', b"\xff\xfe"])
+def test_a_body_that_is_not_a_json_object_is_a_400(raw):
+    with pytest.raises(ApiError) as info:
+        parse_json(raw, "application/json")
+    assert info.value.status == 400
+
+
+def test_a_wrong_content_type_is_a_415():
+    with pytest.raises(ApiError) as info:
+        parse_json(b"{}", "text/plain")
+    assert info.value.status == 415
+
+
+def test_a_missing_content_type_is_accepted_for_json_bodies():
+    assert parse_json(b'{"a": 1}', None) == {"a": 1}
