@@ -111,7 +111,7 @@ async def test_it_keeps_queued_tickets_across_configure() -> None:
     assert await ticket.dispatched() == "b9"
 
 
-async def test_it_sleeps_until_the_next_deadline_rather_than_polling() -> None:
+async def test_it_expires_a_waiting_ticket_from_the_loop_at_its_deadline() -> None:
     svc, clock = service(plain(max_in_flight=0))
     ticket = svc.submit(job(deadline=0.05))
     await svc.start()
@@ -119,5 +119,29 @@ async def test_it_sleeps_until_the_next_deadline_rather_than_polling() -> None:
         clock.now = 0.05
         with pytest.raises(QueueTimeout):
             await asyncio.wait_for(ticket.dispatched(), 2.0)
+    finally:
+        await svc.stop()
+
+
+class CountingService(SchedulerService):
+    steps = 0
+
+    def dispatch_once(self):  # type: ignore[no-untyped-def]
+        self.steps += 1
+        return super().dispatch_once()
+
+
+async def test_it_does_not_step_again_until_something_happens() -> None:
+    svc = CountingService(SchedulerConfig(), [plain(max_in_flight=0)], clock=FakeClock())
+    svc.submit(job())
+    await svc.start()
+    try:
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert svc.steps == 1
+        svc.update_metrics("b1", fresh())
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert svc.steps == 2
     finally:
         await svc.stop()
