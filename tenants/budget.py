@@ -1,0 +1,92 @@
+"""Monthly budgets: what a tenant spent this calendar month (UTC) against its budget.
+
+`budget_state` runs on the request path, so the month's spend is cached in-process for a few
+seconds per tenant; the budget itself and the tier's policy are read from the objects passed in,
+so an operator raising a budget takes effect at once. A tenant may overshoot by the traffic of
+those few seconds plus the usage writer's batch delay: a bounded, documented slack.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import Sum
+
+from tenants.models import Tenant, Tier, UsageRecord
+from tenants.models.rules import Window, window_end, window_start
+
+CACHE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class BudgetState:
+    """`action` is `allow` within budget, else the tier's policy: `reject` or `demote`."""
+
+    spent: Decimal
+    budget: Decimal | None
+    exceeded: bool
+    action: str
+    month_start: datetime
+    month_end: datetime
+
+
+def month_spend(tenant_id: int, now: datetime) -> Decimal:
+    """The tenant's cost in the calendar month (UTC) containing `now`, summed in the database."""
+    total = UsageRecord.objects.filter(
+        tenant_id=tenant_id,
+        queued_at__gte=window_start(Window.MONTH, now),
+        queued_at__lt=window_end(Window.MONTH, now),
+    ).aggregate(total=Sum("cost"))["total"]
+    return Decimal(total or 0)
+
+
+class SpendCache:
+    """A tiny per-process cache of month spend, keyed by tenant and month."""
+
+    def __init__(self, ttl: float = CACHE_SECONDS, clock: Callable[[], float] = time.monotonic):
+        self.ttl, self.clock = ttl, clock
+        self._entries: dict[tuple[int, datetime], tuple[float, Decimal]] = {}
+        self._lock = threading.Lock()
+
+    def spent(self, tenant_id: int, now: datetime) -> Decimal:
+        key = (tenant_id, window_start(Window.MONTH, now))
+        at = self.clock()
+        with self._lock:
+            hit = self._entries.get(key)
+        if hit is not None and at - hit[0] < self.ttl:
+            return hit[1]
+        value = month_spend(tenant_id, now)
+        with self._lock:
+            self._entries[key] = (at, value)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+cache = SpendCache()
+
+
+def budget_state(tenant: Tenant, now: datetime, tier: Tier | None = None) -> BudgetState:
+    """Where `tenant` stands against its monthly budget; a blank budget is never exceeded.
+
+    The policy comes from `tier` (the key's, when the caller has one), else the tenant's default.
+    """
+    spent = cache.spent(tenant.pk, now)
+    budget = tenant.monthly_budget
+    exceeded = budget is not None and spent >= budget
+    action = str((tier or tenant.default_tier).over_budget) if exceeded else "allow"
+    return BudgetState(
+        spent,
+        budget,
+        exceeded,
+        action,
+        window_start(Window.MONTH, now),
+        window_end(Window.MONTH, now),
+    )

@@ -1,0 +1,133 @@
+"""Quota checks: consumption per rule, aggregated in the database, and the admission decision.
+
+`check_quota` runs on every API request, so it costs two queries whatever the number of rules:
+one for the rules that apply to the key, one conditional aggregate that measures all of them.
+Records count from the moment they were queued; rejected requests count for nothing, so a
+refused client does not extend its own lockout. Usage is written in batches off the request path,
+so consumption may lag the last second or so of traffic.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Count, F, Q, Sum, Value
+from django.db.models.functions import Coalesce
+
+from tenants.models import ApiKey, Metric, QuotaRule, Tenant, UsageRecord, UsageStatus
+from tenants.models.rules import window_end, window_start
+
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class QuotaDecision:
+    """An exceeded rule: what was used, the limit, and how long until its window resets."""
+
+    rule: QuotaRule
+    consumed: Decimal
+    limit: Decimal
+    window_end: datetime
+    retry_after: float
+
+
+@dataclass(frozen=True)
+class QuotaStatus:
+    """One rule's standing for the self-service API."""
+
+    rule: QuotaRule
+    consumed: Decimal
+    window_start: datetime
+    window_end: datetime
+
+    @property
+    def exceeded(self) -> bool:
+        return self.consumed >= self.rule.limit
+
+
+def model_q(pattern: str) -> Q:
+    """A filter for the usage rows whose model matches a `fnmatch` pattern (`*` and `?`)."""
+    if pattern in ("", "*"):
+        return Q()
+    if not any(c in pattern for c in "*?["):
+        return Q(model=pattern)
+    if pattern.endswith("*") and not any(c in pattern[:-1] for c in "*?["):
+        return Q(model__startswith=pattern[:-1])
+    # A regex both SQLite (Python's re) and PostgreSQL (ARE) read the same way.
+    parts = [".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern]
+    return Q(model__regex="^" + "".join(parts) + "$")
+
+
+def _rule_q(rule: QuotaRule, user: str, now: datetime) -> Q:
+    q = Q(queued_at__gte=window_start(rule.window, now), queued_at__lt=window_end(rule.window, now))
+    if rule.per_user:
+        q &= Q(user=user)
+    return q & model_q(rule.model_pattern)
+
+
+def _measure(rule: QuotaRule, q: Q) -> Any:
+    if rule.metric == Metric.REQUESTS:
+        return Count("id", filter=q)
+    if rule.metric == Metric.TOKENS:
+        return Coalesce(Sum(F("prompt_tokens") + F("completion_tokens"), filter=q), Value(0))
+    return Sum("cost", filter=q)
+
+
+def _consumed(rules: list[QuotaRule], tenant: Tenant, user: str, now: datetime) -> list[Decimal]:
+    if not rules:
+        return []
+    earliest = min(window_start(r.window, now) for r in rules)
+    aggregates = {f"r{i}": _measure(r, _rule_q(r, user, now)) for i, r in enumerate(rules)}
+    row = (
+        UsageRecord.objects.filter(tenant=tenant, queued_at__gte=earliest)
+        .exclude(status=UsageStatus.REJECTED)
+        .aggregate(**aggregates)
+    )
+    return [Decimal(row[f"r{i}"] or 0) for i in range(len(rules))]
+
+
+def consumption(rule: QuotaRule, tenant: Tenant, user: str, now: datetime) -> Decimal:
+    """What `tenant` (or `user`, for a per-user rule) used of `rule` in the window around `now`."""
+    return _consumed([rule], tenant, user, now)[0]
+
+
+def rules_for(api_key: ApiKey) -> list[QuotaRule]:
+    """Every rule that binds this key: its tenant's own and its tier's."""
+    return list(
+        QuotaRule.objects.filter(Q(tenant_id=api_key.tenant_id) | Q(tier=api_key.tier)).order_by(
+            "pk"
+        )
+    )
+
+
+def quota_status(api_key: ApiKey, now: datetime) -> list[QuotaStatus]:
+    """Current consumption against each rule that binds the key, whatever its model."""
+    rules = rules_for(api_key)
+    used = _consumed(rules, api_key.tenant, api_key.user, now)
+    return [
+        QuotaStatus(r, u, window_start(r.window, now), window_end(r.window, now))
+        for r, u in zip(rules, used, strict=True)
+    ]
+
+
+def check_quota(api_key: ApiKey, model: str, now: datetime) -> QuotaDecision | None:
+    """The exceeded rule for a request on `model`, or None when it may go ahead.
+
+    When several rules are exceeded, the one whose window ends last is returned: retrying before
+    that would only be refused again.
+    """
+    rules = [r for r in rules_for(api_key) if r.matches(model)]
+    used = _consumed(rules, api_key.tenant, api_key.user, now)
+    worst: QuotaDecision | None = None
+    for rule, consumed in zip(rules, used, strict=True):
+        if consumed < rule.limit:
+            continue
+        end = window_end(rule.window, now)
+        if worst is None or end > worst.window_end:
+            retry = max((end - now).total_seconds(), 1.0)
+            worst = QuotaDecision(rule, consumed, rule.limit, end, retry)
+    return worst
