@@ -6,6 +6,7 @@ from tenants.models.rules import CostRule, Metric, QuotaRule, Window
 from tenants.models.tenants import Tenant
 from tenants.models.tiers import Band, OverBudget, Tier
 from tenants.models.usage import UsageRecord, UsageStatus
+from tenants.models.usage_daily import UsageDaily
 
 __all__ = [
     "APP_TYPE_BAND",
@@ -21,6 +22,7 @@ __all__ = [
     "QuotaRule",
     "Tenant",
     "Tier",
+    "UsageDaily",
     "UsageRecord",
     "UsageStatus",
     "Window",

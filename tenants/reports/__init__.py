@@ -1,0 +1,1 @@
+"""Usage and cost reports: aggregation queries, CSV export, charts and the admin views."""
