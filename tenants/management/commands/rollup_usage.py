@@ -39,6 +39,7 @@ class Command(BaseCommand):
         old = UsageRecord.objects.filter(queued_at__lt=cutoff)
         days = sorted(
             old.annotate(d=TruncDate("queued_at", tzinfo=UTC))
+            .order_by("d")
             .values_list("d", flat=True)
             .distinct()
         )
