@@ -1,0 +1,88 @@
+"""Query parameters and response rows of the self-service API."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import serializers
+
+MAX_DAYS = 366
+
+
+class UsageQuery(serializers.Serializer):
+    """`?start=&end=` (inclusive UTC days; default: this month so far), `model`, `user`, `group_by`."""
+
+    start = serializers.DateField(required=False, help_text="First UTC day, YYYY-MM-DD.")
+    end = serializers.DateField(required=False, help_text="Last UTC day (inclusive).")
+    model = serializers.CharField(required=False, default="", max_length=128)
+    user = serializers.CharField(required=False, default="", max_length=128)
+    group_by = serializers.ChoiceField(choices=["day", "model", "user"], default="day")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        today = timezone.now().date()
+        end: date = attrs.get("end") or today
+        start: date = attrs.get("start") or end.replace(day=1)
+        if start > end:
+            raise serializers.ValidationError({"start": "start must not be after end."})
+        if end - start > timedelta(days=MAX_DAYS):
+            raise serializers.ValidationError({"start": f"At most {MAX_DAYS} days at a time."})
+        return {**attrs, "start": start, "end": end}
+
+
+class UsageRow(serializers.Serializer):
+    day = serializers.DateField(required=False)
+    model = serializers.CharField(required=False)
+    user = serializers.CharField(required=False)
+    requests = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+    cost = serializers.DecimalField(max_digits=20, decimal_places=8, coerce_to_string=True)
+
+
+class UsageReport(serializers.Serializer):
+    tenant = serializers.CharField()
+    start = serializers.DateField()
+    end = serializers.DateField()
+    group_by = serializers.CharField()
+    data = UsageRow(many=True)
+    totals = UsageRow()
+
+
+class QuotaRow(serializers.Serializer):
+    id = serializers.IntegerField(source="rule.pk")
+    scope = serializers.SerializerMethodField()
+    model_pattern = serializers.CharField(source="rule.model_pattern")
+    window = serializers.CharField(source="rule.window")
+    metric = serializers.CharField(source="rule.metric")
+    per_user = serializers.BooleanField(source="rule.per_user")
+    limit = serializers.DecimalField(source="rule.limit", max_digits=18, decimal_places=4)
+    consumed = serializers.DecimalField(max_digits=24, decimal_places=8)
+    remaining = serializers.SerializerMethodField()
+    exceeded = serializers.BooleanField()
+    window_start = serializers.DateTimeField()
+    window_end = serializers.DateTimeField()
+
+    def get_scope(self, obj: Any) -> str:
+        return "tenant" if obj.rule.tenant_id else "tier"
+
+    def get_remaining(self, obj: Any) -> str:
+        return str(max(obj.rule.limit - obj.consumed, 0))
+
+
+class BudgetRow(serializers.Serializer):
+    spent = serializers.DecimalField(max_digits=24, decimal_places=8)
+    budget = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True)
+    exceeded = serializers.BooleanField()
+    action = serializers.CharField()
+    month_start = serializers.DateTimeField()
+    month_end = serializers.DateTimeField()
+
+
+class QuotaReport(serializers.Serializer):
+    tenant = serializers.CharField()
+    user = serializers.CharField()
+    rules = QuotaRow(many=True)
+    budget = BudgetRow()

@@ -1,0 +1,89 @@
+"""Self-service views: a key's tenant's usage (JSON and CSV) and its quota standing.
+
+Every query is scoped by `request.auth.tenant`, the key's own tenant: no parameter names a
+tenant, so no parameter can reach another one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from django.utils import timezone
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tenants.api.schema import SelfServiceSchema
+from tenants.api.serializers import QuotaReport, UsageQuery, UsageReport
+from tenants.budget import budget_state
+from tenants.quota import quota_status
+from tenants.reports.csvexport import csv_response
+from tenants.reports.queries import UsageFilter, usage_by, usage_totals
+
+CSV_COLUMNS = ("requests", "prompt_tokens", "completion_tokens", "total_tokens", "cost")
+
+
+def _usage(request: Request) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    query = UsageQuery(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    q = query.validated_data
+    flt = UsageFilter(
+        q["start"], q["end"], tenant_id=request.auth.tenant_id, model=q["model"], user=q["user"]
+    )
+    rows = usage_by(q["group_by"], flt)
+    if q["group_by"] == "user":
+        rows = [{k: v for k, v in r.items() if k != "tenant"} for r in rows]
+    return q, rows, usage_totals(flt)
+
+
+class UsageView(APIView):
+    """Requests, tokens and cost of the key's tenant, per day, model or user."""
+
+    schema = SelfServiceSchema(operation_id_base="Usage", tags=["usage"])
+    query_serializer = UsageQuery
+    response_serializer = UsageReport
+
+    def get(self, request: Request) -> Response:
+        q, rows, totals = _usage(request)
+        body = {
+            "tenant": request.auth.tenant.slug,
+            "start": q["start"],
+            "end": q["end"],
+            "group_by": q["group_by"],
+            "data": rows,
+            "totals": totals,
+        }
+        return Response(UsageReport(body).data)
+
+
+class UsageCsvView(APIView):
+    """The same table as `/usage`, as CSV, with a totals line."""
+
+    schema = SelfServiceSchema(operation_id_base="UsageCsv", tags=["usage"])
+    query_serializer = UsageQuery
+    csv = True
+
+    def get(self, request: Request) -> HttpResponse:
+        q, rows, totals = _usage(request)
+        group = q["group_by"]
+        name = f"usage-{request.auth.tenant.slug}-{q['start']}-{q['end']}-by-{group}.csv"
+        return csv_response(name, (group, *CSV_COLUMNS), [*rows, {group: "total", **totals}])
+
+
+class QuotaView(APIView):
+    """Consumption against each quota rule that binds the key, and the monthly budget."""
+
+    schema = SelfServiceSchema(operation_id_base="Quota", tags=["quota"])
+    response_serializer = QuotaReport
+
+    def get(self, request: Request) -> Response:
+        key = request.auth
+        now = timezone.now()
+        body = {
+            "tenant": key.tenant.slug,
+            "user": key.user,
+            "rules": quota_status(key, now),
+            "budget": budget_state(key.tenant, now, tier=key.tier),
+        }
+        return Response(QuotaReport(body).data)

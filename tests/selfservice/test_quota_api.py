@@ -1,0 +1,56 @@
+"""GET /api/v1/quota: consumption against each rule that binds the key, and the budget."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from tenants import budget
+from tenants.models import QuotaRule, Tenant
+from tests.reports.usage_data import record
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> None:
+    budget.cache.clear()
+
+
+def get(key: str) -> Any:
+    return Client().get("/api/v1/quota", HTTP_AUTHORIZATION=f"Bearer {key}")
+
+
+def test_it_reports_consumption_against_each_rule(cast: Any) -> None:
+    now = timezone.now()
+    record("a1", cast.acme, "alice", "llama", now, 100, 50)
+    record("b1", cast.acme, "bob", "llama", now, 10, 5)
+    QuotaRule.objects.create(tenant=cast.acme, window="day", metric="tokens", limit=1000)
+    QuotaRule.objects.create(
+        tier=cast.interactive, window="hour", metric="requests", limit=1, per_user=True
+    )
+    body = get(cast.alice_key).json()
+    assert [(r["scope"], r["metric"], r["consumed"], r["exceeded"]) for r in body["rules"]] == [
+        ("tenant", "tokens", "165.00000000", False),
+        ("tier", "requests", "1.00000000", True),
+    ]
+    assert body["rules"][0]["remaining"] == "835.0000"
+
+
+def test_it_shows_the_monthly_budget(cast: Any) -> None:
+    Tenant.objects.filter(pk=cast.acme.pk).update(monthly_budget=Decimal("0.0001"))
+    record("a1", cast.acme, "alice", "llama", timezone.now(), 100, 50)
+    from tenants.models import CostRule
+
+    assert CostRule.objects.count() == 0  # unpriced: cost 0, so still within budget
+    body = get(cast.alice_key).json()
+    assert body["budget"]["exceeded"] is False
+    assert body["budget"]["budget"] == "0.0001"
+
+
+def test_it_shows_charlie_only_globex_rules(cast: Any) -> None:
+    QuotaRule.objects.create(tenant=cast.acme, window="day", metric="tokens", limit=1000)
+    body = get(cast.charlie_key).json()
+    assert (body["tenant"], body["rules"]) == ("globex", [])
