@@ -1,11 +1,24 @@
-"""Django URL routes: the admin and the self-service API. The OpenAI API is routed in asgi.py."""
+"""Django URL routes: the admin, its report pages and dashboard, and the self-service API.
+
+The OpenAI API is routed in asgi.py. The report pages sit before `admin/` so that the admin's
+catch-all does not swallow them; they are wrapped in `admin_view` (staff only).
+"""
 
 from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import include, path
 
+from tenants.reports.views import dashboard_view, report_csv_view, report_view
+
 urlpatterns = [
+    path("admin/reports/", admin.site.admin_view(report_view), name="usage-report"),
+    path(
+        "admin/reports/<slug:table>.csv",
+        admin.site.admin_view(report_csv_view),
+        name="usage-report-csv",
+    ),
+    path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="queue-dashboard"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("tenants.api.urls")),
 ]

@@ -1,0 +1,55 @@
+"""The live queue dashboard's WebSocket: staff only, fed by the gateway's scheduler snapshots.
+
+The gateway runtime calls `publish_snapshot` every half second or so while the scheduler changes;
+every connected dashboard in the channel-layer group "dashboard" receives it. A new connection
+gets the latest snapshot this process has seen at once, so the page never starts blank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
+
+GROUP = "dashboard"
+WS_PATH = "ws/admin/dashboard/"
+FORBIDDEN = 4403
+
+_latest: dict[str, Any] | None = None
+
+
+async def publish_snapshot(snapshot: dict[str, Any]) -> None:
+    """Send one scheduler snapshot to every open dashboard."""
+    global _latest
+    _latest = snapshot
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(GROUP, {"type": "dashboard.snapshot", "snapshot": snapshot})
+
+
+def latest_snapshot() -> dict[str, Any] | None:
+    return _latest
+
+
+class DashboardConsumer(AsyncJsonWebsocketConsumer):
+    """Joins the group when the session belongs to active staff; refuses everyone else."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if not (user and user.is_authenticated and user.is_active and user.is_staff):
+            await self.close(code=FORBIDDEN)
+            return
+        await self.channel_layer.group_add(GROUP, self.channel_name)
+        await self.accept()
+        if _latest is not None:
+            await self.send_json({"type": "snapshot", "snapshot": _latest})
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(GROUP, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """The dashboard only listens; anything a client sends is ignored."""
+
+    async def dashboard_snapshot(self, event: dict[str, Any]) -> None:
+        await self.send_json({"type": "snapshot", "snapshot": event["snapshot"]})

@@ -1,0 +1,31 @@
+"""The report's budget table shows who is over budget and how many requests it refused."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.utils import timezone
+
+from tenants.models import Tenant, UsageRecord
+from tenants.reports.budgets import budget_overview
+from tests.reports.usage_data import prices, record
+
+
+def test_it_flags_the_tenant_past_its_budget_and_counts_refusals(cast: Any) -> None:
+    prices()
+    now = timezone.now()
+    Tenant.objects.filter(pk=cast.acme.pk).update(monthly_budget=Decimal("0.001"))
+    Tenant.objects.filter(pk=cast.globex.pk).update(monthly_budget=Decimal(10))
+    record("a", cast.acme, "alice", "other", now - timedelta(seconds=5), 1000, 1000)
+    refused = record("b", cast.acme, "alice", "other", now, status="rejected", wait=None)
+    UsageRecord.objects.filter(pk=refused.pk).update(error_type="budget_exceeded")
+    acme, globex = budget_overview(now)
+    assert (acme["tenant"], acme["spent"], acme["exceeded"], acme["refused"]) == (
+        "acme",
+        Decimal("0.0015"),
+        True,
+        1,
+    )
+    assert (globex["exceeded"], globex["used_percent"], globex["policy"]) == (False, 0.0, "reject")
