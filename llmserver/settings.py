@@ -115,7 +115,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
-    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+    },
 }
 
 # The gateway's own tuning: how it talks to backends and schedules; tenants and tiers are in the DB.

@@ -9,6 +9,7 @@ the usage.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any, Protocol
@@ -19,9 +20,9 @@ from django.utils import timezone
 from llmserver.api.errors import ApiError, error_body, rate_limited
 from llmserver.api.sse import DONE, EventSplitter, frame, is_usage_only, usage_of
 from llmserver.api.validation import CompletionRequest
-from llmserver.backends.upstream import BackendError
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
+from llmserver.runtime.upstream import BackendError
 from llmserver.runtime.usage import UsageDraft
 from scheduling import (
     BATCH,
@@ -49,9 +50,8 @@ class Sink(Protocol):
 def _admit_sync(key: KeyInfo, model: str) -> tuple[str | None, float, str]:
     """Budget and quota, in one trip to a worker thread. Returns (refusal code, retry, action)."""
     from tenants.budget import budget_state
-    from tenants.quota import check_quota
-
     from tenants.models import ApiKey
+    from tenants.quota import check_quota
 
     now = timezone.now()
     api_key = ApiKey.objects.select_related("tenant", "tenant__default_tier", "tier_override").get(
@@ -286,33 +286,35 @@ class Completion:
         if upstream_model != self.req.model:
             rename = (json.dumps(upstream_model).encode(), json.dumps(self.req.model).encode())
         splitter = EventSplitter()
-        async for chunk in client.stream_chat(path, body, priority=self.band):
-            for payload in splitter.feed(chunk):
-                if payload == DONE:
-                    continue
-                usage = usage_of(payload)
-                if usage is not None:
-                    self._take_usage(usage)
-                    if not self.req.include_usage and is_usage_only(payload):
-                        continue
-                else:
-                    self.streamed_chunks += 1
-                if rename is not None:
-                    payload = payload.replace(b'"model":' + rename[0], b'"model":' + rename[1])
-                    payload = payload.replace(b'"model": ' + rename[0], b'"model": ' + rename[1])
-                if not self.started:
-                    self._first_token()
-                    await self.sink.start(200, self._headers(), stream=True)
-                    self.started = True
-                await self.sink.event(payload)
+        async with contextlib.aclosing(client.stream_chat(path, body, priority=self.band)) as chunks:
+            async for chunk in chunks:
+                await self._relay(splitter.feed(chunk), rename)
         if not self.started:
-            raise BackendError(
-                "The backend closed the stream without sending anything.", retryable=True
-            )
+            raise BackendError("The backend closed the stream without sending anything.", retryable=True)
         if self.draft.completion_tokens == 0:
             self.draft.completion_tokens = self.streamed_chunks
         await self.sink.event(DONE)
         await self.sink.finish()
+
+    async def _relay(self, payloads: list[bytes], rename: tuple[bytes, bytes] | None) -> None:
+        for payload in payloads:
+            if payload == DONE:
+                continue
+            usage = usage_of(payload)
+            if usage is not None:
+                self._take_usage(usage)
+                if not self.req.include_usage and is_usage_only(payload):
+                    continue
+            else:
+                self.streamed_chunks += 1
+            if rename is not None:
+                payload = payload.replace(b'"model":' + rename[0], b'"model":' + rename[1])
+                payload = payload.replace(b'"model": ' + rename[0], b'"model": ' + rename[1])
+            if not self.started:
+                self._first_token()
+                await self.sink.start(200, self._headers(), stream=True)
+                self.started = True
+            await self.sink.event(payload)
 
     def _first_token(self) -> None:
         self.draft.first_token_at = timezone.now()

@@ -1,0 +1,178 @@
+"""Backend metrics: parse a Prometheus exposition and map each kind's names onto one state.
+
+Parsing uses prometheus-client's text parser. Gauges are summed over label sets (engines, ranks).
+Time per output token and time to first token are means over the last scrape window, from the
+deltas of the histogram's sum and count between two scrapes, never the all-time mean; a window
+with no new observations gives None (no evidence of slowness).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduling import BackendMetrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class KindNames:
+    """Where each value lives for one backend kind; the first name present wins."""
+
+    waiting: tuple[str, ...]
+    running: tuple[str, ...]
+    kv_usage: tuple[str, ...]
+    tpot: tuple[str, ...]  # histogram base names
+    ttft: tuple[str, ...]
+    kv_used_over_total: tuple[str, str] | None = None
+
+
+NAMES = {
+    # vLLM renamed gpu_cache_usage_perc and time_per_output_token_seconds; new names first.
+    "vllm": KindNames(
+        waiting=("vllm:num_requests_waiting",),
+        running=("vllm:num_requests_running",),
+        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        tpot=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        ttft=("vllm:time_to_first_token_seconds",),
+    ),
+    "tgi": KindNames(
+        waiting=("tgi_queue_size",),
+        running=("tgi_batch_current_size",),
+        kv_usage=(),
+        tpot=("tgi_request_mean_time_per_token_duration",),
+        ttft=(),
+        kv_used_over_total=("tgi_batch_current_max_tokens", "tgi_batch_max_total_tokens"),
+    ),
+    "sglang": KindNames(
+        waiting=("sglang:num_queue_reqs",),
+        running=("sglang:num_running_reqs",),
+        kv_usage=("sglang:token_usage",),
+        tpot=("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+        ttft=("sglang:time_to_first_token_seconds",),
+    ),
+}
+
+
+def parse_samples(text: str) -> dict[str, float]:
+    """Sample name -> value summed over label sets (buckets and `_created` left out)."""
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.endswith(("_bucket", "_created")):
+                continue
+            values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
+    return values
+
+
+def _first(values: dict[str, float], names: tuple[str, ...]) -> float | None:
+    for name in names:
+        if name in values:
+            return values[name]
+    return None
+
+
+def _histogram(values: dict[str, float], names: tuple[str, ...]) -> tuple[float, float] | None:
+    for name in names:
+        if name + "_count" in values and name + "_sum" in values:
+            return values[name + "_sum"], values[name + "_count"]
+    return None
+
+
+def window_mean(
+    previous: tuple[float, float] | None, current: tuple[float, float] | None
+) -> float | None:
+    if previous is None or current is None:
+        return None
+    d_sum, d_count = current[0] - previous[0], current[1] - previous[1]
+    if d_count <= 0 or d_sum < 0:
+        return None  # no new observations, or the backend restarted and its counters reset
+    return d_sum / d_count
+
+
+class MetricsReader:
+    """Turns successive scrapes of one backend into `BackendMetrics`; keeps the last histograms."""
+
+    def __init__(self, kind: str) -> None:
+        if kind not in NAMES:
+            raise ValueError(f"no metric names for backend kind {kind!r}")
+        self.names = NAMES[kind]
+        self._tpot: tuple[float, float] | None = None
+        self._ttft: tuple[float, float] | None = None
+
+    def read(self, text: str, now: float) -> BackendMetrics:
+        values = parse_samples(text)
+        n = self.names
+        kv = _first(values, n.kv_usage)
+        if kv is None and n.kv_used_over_total is not None:
+            used, total = (values.get(name) for name in n.kv_used_over_total)
+            kv = used / total if used is not None and total else None
+        tpot, ttft = _histogram(values, n.tpot), _histogram(values, n.ttft)
+        metrics = BackendMetrics(
+            waiting=_first(values, n.waiting),
+            running=_first(values, n.running),
+            kv_cache_usage=kv,
+            tpot_seconds=window_mean(self._tpot, tpot),
+            ttft_seconds=window_mean(self._ttft, ttft),
+            healthy=True,
+            scraped_at=now,
+        )
+        self._tpot, self._ttft = tpot, ttft
+        return metrics
+
+
+class MetricsPoller:
+    """Scrapes one backend on an interval; after `failures_before_unhealthy` failures in a row it
+    reports the backend unhealthy, and the next good scrape brings it back."""
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        url: str,
+        client: httpx.AsyncClient,
+        on_metrics: Callable[[str, BackendMetrics], None],
+        interval: float = 0.25,
+        timeout: float = 1.0,
+        failures_before_unhealthy: int = 3,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name, self.url, self.client = name, url, client
+        self.reader = MetricsReader(kind)
+        self.on_metrics = on_metrics
+        self.interval, self.timeout = interval, timeout
+        self.failures_before_unhealthy = failures_before_unhealthy
+        self.clock = clock
+        self.failures = 0
+
+    async def scrape_once(self) -> BackendMetrics | None:
+        try:
+            # Asking for OpenMetrics would change vLLM's answer format.
+            response = await self.client.get(
+                self.url, headers={"accept": "text/plain"}, timeout=self.timeout
+            )
+            response.raise_for_status()
+            metrics = self.reader.read(response.text, self.clock())
+        except (httpx.HTTPError, ValueError) as exc:
+            self.failures += 1
+            log.debug("scraping %s failed (%d in a row): %r", self.name, self.failures, exc)
+            if self.failures < self.failures_before_unhealthy:
+                return None
+            metrics = BackendMetrics(healthy=False, scraped_at=self.clock())
+        else:
+            self.failures = 0
+        self.on_metrics(self.name, metrics)
+        return metrics
+
+    async def run(self) -> None:
+        while True:
+            started = self.clock()
+            await self.scrape_once()
+            await asyncio.sleep(max(0.0, self.interval - (self.clock() - started)))

@@ -1,0 +1,129 @@
+"""The upstream client: one pooled httpx.AsyncClient per backend, streaming without buffering.
+
+Failures become `BackendError`, which says whether a retry on another backend is safe: only
+while nothing has been streamed to the client yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+# Backends whose OpenAI server reads a request-level integer `priority` (lower first).
+PRIORITY_KINDS = frozenset({"vllm", "sglang"})
+_PASS_HEADERS = ("content-type",)
+
+
+class BackendError(Exception):
+    def __init__(
+        self,
+        message: str,
+        retryable: bool,
+        status: int | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.status = status
+        self.body = body
+
+
+def _error_from_response(status: int, raw: bytes) -> BackendError:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    message = f"upstream answered {status}"
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            message = err["message"]
+        elif isinstance(err, str):
+            message = err  # TGI: {"error": "...", "error_type": "..."}
+        elif isinstance(body.get("message"), str):
+            message = body["message"]
+    # 429 and 5xx mean "this backend, now": another backend may well take it.
+    retryable = status == 429 or status >= 500
+    return BackendError(message, retryable, status, body if isinstance(body, dict) else None)
+
+
+class UpstreamClient:
+    def __init__(
+        self,
+        base_url: str,
+        kind: str,
+        api_key: str = "",
+        max_connections: int = 1024,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 600.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.kind = kind
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers=headers,
+            # httpx's default of 100 connections would silently cap concurrency per backend.
+            limits=httpx.Limits(
+                max_connections=max_connections,
+                max_keepalive_connections=min(max_connections, 256),
+                keepalive_expiry=30.0,
+            ),
+            # Long streams: a generous read timeout between chunks, a short connect timeout.
+            timeout=httpx.Timeout(
+                connect=connect_timeout, read=read_timeout, write=30.0, pool=connect_timeout
+            ),
+            transport=transport,
+        )
+
+    def _body(self, body: dict[str, Any], priority: int | None) -> dict[str, Any]:
+        if priority is not None and self.kind in PRIORITY_KINDS:
+            return {**body, "priority": priority}
+        return body
+
+    async def complete(
+        self, path: str, body: dict[str, Any], priority: int | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        try:
+            response = await self.http.post(path, json=self._body(body, priority))
+        except httpx.TimeoutException as exc:
+            raise BackendError(f"timed out: {exc!r}", retryable=False) from None
+        except httpx.HTTPError as exc:
+            raise BackendError(f"unreachable: {exc!r}", retryable=True) from None
+        if response.status_code >= 400:
+            raise _error_from_response(response.status_code, response.content)
+        try:
+            data = response.json()
+        except ValueError:
+            raise BackendError("the backend answered with invalid JSON", retryable=False) from None
+        return response.status_code, data
+
+    async def stream_chat(
+        self, path: str, body: dict[str, Any], priority: int | None = None
+    ) -> AsyncIterator[bytes]:
+        """Yield the raw SSE bytes as they arrive; closing the generator aborts the request."""
+        request = self.http.build_request("POST", path, json=self._body(body, priority))
+        try:
+            response = await self.http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise BackendError(f"unreachable: {exc!r}", retryable=True) from None
+        try:
+            if response.status_code >= 400:
+                raise _error_from_response(response.status_code, await response.aread())
+            sent = False
+            try:
+                async for chunk in response.aiter_raw():
+                    if chunk:
+                        sent = True
+                        yield chunk
+            except httpx.HTTPError as exc:
+                raise BackendError(f"the stream broke: {exc!r}", retryable=not sent) from None
+        finally:
+            await response.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

@@ -1,0 +1,151 @@
+"""Consumer tests: the real gateway runtime in-process, against the simulator on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import ApplicationCommunicator
+
+from tenants.models import ApiKey, AppType, Backend, Band, ModelRoute, Tenant, Tier
+from tests.support.processes import Simulator, start_simulator
+
+MODEL = "demo-llama"
+
+
+@pytest.fixture(scope="session")
+def simulator() -> Iterator[Simulator]:
+    sim = start_simulator("--max-num-seqs", "4", "--model", MODEL, "--speed", "10")
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
+def world(transactional_db: None, simulator: Simulator, settings: Any) -> dict[str, Any]:
+    """A tenant with a tight tier (one at a time, two queued) routed to the simulator."""
+    settings.LLMSERVER = {
+        **settings.LLMSERVER,
+        "SCRAPE_INTERVAL": 0.05,
+        "USAGE_FLUSH_INTERVAL": 0.05,
+    }
+    tight = Tier.objects.create(
+        name="tight",
+        band=Band.INTERACTIVE,
+        max_concurrent_per_user=1,
+        max_queued_per_user=2,
+        queue_timeout_seconds=30,
+        gate_max_waiting=3,
+        gate_max_tpot_ms=None,
+    )
+    acme = Tenant.objects.create(name="Acme", slug="acme", default_tier=tight)
+    backend = Backend.objects.create(name="sim", base_url=simulator.url, kind="vllm")
+    ModelRoute.objects.create(public_name=MODEL, backend=backend)
+    _, alice = ApiKey.objects.create_key(tenant=acme, user="alice", app_type=AppType.CHAT)
+    return {"alice": alice, "tier": tight, "tenant": acme, "backend": backend, "sim": simulator}
+
+
+@pytest.fixture
+async def gateway(world: dict[str, Any]) -> AsyncIterator[Any]:
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    gw = await get_gateway()
+    await wait_for(lambda: gate_open(gw), 5.0)
+    yield gw
+    await reset_gateway()
+
+
+def gate_open(gw: Any) -> bool:
+    snap = gw.snapshot()
+    return bool(snap and snap["backends"] and snap["backends"][0]["gates"][0]["open"])
+
+
+async def wait_for(condition: Any, timeout: float) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+def chat_body(max_tokens: int = 8, stream: bool = True, **extra: Any) -> bytes:
+    return json.dumps(
+        {
+            "model": MODEL,
+            "stream": stream,
+            "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": "Tell me something"}],
+            **extra,
+        }
+    ).encode()
+
+
+def open_request(
+    key: str, body: bytes, path: str = "/v1/chat/completions"
+) -> ApplicationCommunicator:
+    from llmserver.asgi import application
+
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [
+            (b"authorization", f"Bearer {key}".encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+        ],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 8000),
+    }
+    return ApplicationCommunicator(application, scope)
+
+
+async def start(
+    key: str, body: bytes, path: str = "/v1/chat/completions"
+) -> ApplicationCommunicator:
+    comm = open_request(key, body, path)
+    await comm.send_input({"type": "http.request", "body": body, "more_body": False})
+    return comm
+
+
+async def read_all(
+    comm: ApplicationCommunicator, timeout: float = 10
+) -> tuple[int, dict[bytes, bytes], bytes]:
+    head = await comm.receive_output(timeout)
+    assert head["type"] == "http.response.start"
+    body = b""
+    while True:
+        message = await comm.receive_output(timeout)
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    return head["status"], dict(head["headers"]), body
+
+
+async def simulator_metric(sim: Simulator, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with httpx.AsyncClient() as client:
+        text = (await client.get(sim.url + "/metrics")).text
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                total += sample.value
+    return total
+
+
+usage_rows = sync_to_async(
+    lambda: list(
+        __import__("tenants.models", fromlist=["UsageRecord"])
+        .UsageRecord.objects.order_by("queued_at")
+        .values()
+    )
+)

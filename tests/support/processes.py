@@ -1,0 +1,179 @@
+"""Real processes for end-to-end tests and benchmarks: the simulator and daphne, on loopback.
+
+Each runs on a free 127.0.0.1 port with its own database (a fresh SQLite file, or a fresh
+PostgreSQL database when DATABASE_URL points at PostgreSQL), and is stopped by whoever started it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=1.0).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout} s")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+@dataclass
+class Simulator:
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def stop(self) -> None:
+        stop(self.process)
+
+
+def start_simulator(*args: str, env: dict[str, str] | None = None) -> Simulator:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "manage.py",
+            "simulate_backend",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *args,
+        ],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url + "/health", process)
+    except Exception:
+        stop(process)
+        raise
+    return Simulator(url, process)
+
+
+class Database:
+    """A throwaway database for another process: SQLite file, or PostgreSQL if that is in use."""
+
+    def __init__(self, tmp: Path) -> None:
+        base = os.environ.get("DATABASE_URL", "")
+        self._pg_admin = None
+        if base.startswith(("postgres://", "postgresql://")):
+            import psycopg
+
+            self.name = f"llmserver_e2e_{uuid.uuid4().hex[:10]}"
+            parts = urlsplit(base)
+            self._pg_admin = base
+            with psycopg.connect(base, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{self.name}"')
+            self.url = urlunsplit(parts._replace(path="/" + self.name))
+        else:
+            self.url = f"sqlite:///{tmp / 'e2e.sqlite3'}"
+
+    def drop(self) -> None:
+        if self._pg_admin is None:
+            return
+        import psycopg
+
+        with psycopg.connect(self._pg_admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+@dataclass
+class Gateway:
+    url: str
+    process: subprocess.Popen[bytes]
+    env: dict[str, str]
+    demo: dict = field(default_factory=dict)
+
+    def key(self, user: str) -> str:
+        return next(k["key"] for k in self.demo["keys"] if k["user"] == user)
+
+    def manage(self, *args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return out.stdout
+
+    def stop(self) -> None:
+        stop(self.process)
+
+
+def start_gateway(
+    database_url: str, simulator_url: str, extra_env: dict[str, str] | None = None
+) -> Gateway:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "SECRET_KEY": "e2e-secret",
+        "USAGE_FLUSH_INTERVAL": "0.1",
+        **(extra_env or {}),
+    }
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    run = dict(cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], **run)
+    demo = json.loads(
+        subprocess.run(
+            [sys.executable, "manage.py", "demo", "--json", "--simulator-url", simulator_url], **run
+        ).stdout
+    )
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("daphne")),
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "llmserver.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url + "/healthz", process)
+    except Exception:
+        stop(process)
+        raise
+    return Gateway(url, process, env, demo)
