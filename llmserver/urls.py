@@ -2,12 +2,14 @@
 
 The OpenAI API is routed in asgi.py. The report pages sit before `admin/` so that the admin's
 catch-all does not swallow them; they are wrapped in `admin_view` (staff only).
+Static files are served here too (see below).
 """
 
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.contrib.staticfiles.views import serve as serve_static
+from django.urls import include, path, re_path
 
 from tenants.reports.views import dashboard_view, report_csv_view, report_view
 
@@ -21,4 +23,7 @@ urlpatterns = [
     path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="queue-dashboard"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("tenants.api.urls")),
+    # daphne serves no static files and deployments may have no web server in front: the
+    # admin's own CSS and JS come from the app directories through Django (small, cacheable).
+    re_path(r"^static/(?P<path>.*)$", serve_static, {"insecure": True}),
 ]
