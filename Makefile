@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 SIM_PORT ?= 8100
 
-.PHONY: run test lint format install clean
+.PHONY: run test lint format install clean browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -32,7 +32,13 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-test: $(STAMP) lint
+# Headless Chromium for the browser test, from Debian, where it is missing and we may install.
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+		(apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null) || \
+		echo "chromium not installed: the browser test will skip"; }
+
+test: $(STAMP) lint browser
 	$(BIN)/python -m pytest
 
 clean:

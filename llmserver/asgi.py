@@ -23,6 +23,7 @@ from llmserver.api.http import (  # noqa: E402
     HealthConsumer,
     MetricsConsumer,
     ModelsConsumer,
+    ReadyConsumer,
     TextCompletionsConsumer,
 )
 from llmserver.api.websocket import CompletionSocketConsumer  # noqa: E402
@@ -33,7 +34,7 @@ http_routes = [
     path("v1/models", ModelsConsumer.as_asgi()),
     path("metrics", MetricsConsumer.as_asgi()),
     path("healthz", HealthConsumer.as_asgi()),
-    path("readyz", HealthConsumer.as_asgi(ready_check=True)),
+    path("readyz", ReadyConsumer.as_asgi()),
     re_path(r"", django_asgi),
 ]
 

@@ -77,7 +77,9 @@ def database_from_url(url: str, base_dir: str) -> dict[str, object]:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "sqlite":
-        path = unquote(parts.path.lstrip("/")) if parts.netloc == "" else ""
+        # sqlite:///relative/path and sqlite:////absolute/path, as SQLAlchemy spells them.
+        raw = unquote(parts.path) if parts.netloc == "" else ""
+        path = "/" + raw.lstrip("/") if raw.startswith("//") else raw[1:]
         if not path:
             raise ImproperlyConfigured(
                 f"DATABASE_URL {url!r}: a SQLite URL needs a path, e.g. sqlite:///db.sqlite3"

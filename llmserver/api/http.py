@@ -228,7 +228,7 @@ class MetricsConsumer(JsonHttpConsumer):
 
 
 class HealthConsumer(JsonHttpConsumer):
-    """GET /healthz: the process is up. GET /readyz: it can reach its database and a backend."""
+    """GET /healthz: the process is up."""
 
     ready_check = False
 
@@ -253,3 +253,9 @@ class HealthConsumer(JsonHttpConsumer):
         await self.send_json(
             status, {"status": "ready" if usable else "no usable backend", "backends": usable}
         )
+
+
+class ReadyConsumer(HealthConsumer):
+    """GET /readyz: the gateway started and at least one backend is healthy and fresh."""
+
+    ready_check = True

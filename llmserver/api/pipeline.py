@@ -286,11 +286,15 @@ class Completion:
         if upstream_model != self.req.model:
             rename = (json.dumps(upstream_model).encode(), json.dumps(self.req.model).encode())
         splitter = EventSplitter()
-        async with contextlib.aclosing(client.stream_chat(path, body, priority=self.band)) as chunks:
+        async with contextlib.aclosing(
+            client.stream_chat(path, body, priority=self.band)
+        ) as chunks:
             async for chunk in chunks:
                 await self._relay(splitter.feed(chunk), rename)
         if not self.started:
-            raise BackendError("The backend closed the stream without sending anything.", retryable=True)
+            raise BackendError(
+                "The backend closed the stream without sending anything.", retryable=True
+            )
         if self.draft.completion_tokens == 0:
             self.draft.completion_tokens = self.streamed_chunks
         await self.sink.event(DONE)

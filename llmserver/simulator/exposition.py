@@ -114,7 +114,9 @@ class _EngineGauges(Collector):
         )
         busy.add_metric([], e.busy_seconds)
         yield busy
-        received = CounterMetricFamily("simulator_requests_received", "Requests the engine accepted.")
+        received = CounterMetricFamily(
+            "simulator_requests_received", "Requests the engine accepted."
+        )
         received.add_metric([], e.received)
         yield received
 

@@ -55,6 +55,13 @@ def test_a_postgres_url_becomes_a_postgresql_database():
     )
 
 
+def test_an_absolute_sqlite_path_takes_four_slashes():
+    assert (
+        database_from_url("sqlite:////tmp/x.sqlite3", base_dir="/srv/app")["NAME"]
+        == "/tmp/x.sqlite3"
+    )
+
+
 def test_a_relative_sqlite_path_is_under_the_project():
     assert (
         database_from_url("sqlite:///db.sqlite3", base_dir="/srv/app")["NAME"]

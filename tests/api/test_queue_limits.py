@@ -1,0 +1,60 @@
+"""Queue limits on the HTTP surface: full queues are 429 with Retry-After, stale jobs 503."""
+
+from __future__ import annotations
+
+import json
+
+from asgiref.sync import sync_to_async
+
+from tests.api.conftest import chat_body, read_all, start, usage_rows, wait_for
+
+
+def depth(gw) -> int:
+    return sum(q["depth"] for q in gw.snapshot()["queues"])
+
+
+async def test_a_full_per_user_queue_is_a_429_with_retry_after(gateway, world):
+    running = await start(world["alice"], chat_body(max_tokens=300))
+    assert (await running.receive_output(10))["status"] == 200
+    queued = [await start(world["alice"], chat_body()) for _ in range(2)]
+    await wait_for(lambda: depth(gateway) == 2, 5)
+
+    status, headers, body = await read_all(await start(world["alice"], chat_body()))
+    assert status == 429 and int(headers[b"retry-after"]) >= 1
+    error = json.loads(body)["error"]
+    assert (error["type"], error["code"]) == ("rate_limit_error", "queue_full")
+    for comm in [running, *queued]:
+        await comm.send_input({"type": "http.disconnect"})
+    await wait_for(lambda: depth(gateway) == 0, 5)
+    await gateway.usage.flush_once()
+    rejected = [r for r in await usage_rows() if r["status"] == "rejected"]
+    assert [r["error_type"] for r in rejected] == ["queue_full"]
+
+
+async def test_a_job_that_waits_past_the_tier_timeout_is_a_503(gateway, world):
+    tier = world["tier"]
+    tier.queue_timeout_seconds = 0.3
+    await sync_to_async(tier.save)()
+    gateway.keys.clear()
+    running = await start(world["alice"], chat_body(max_tokens=300))
+    assert (await running.receive_output(10))["status"] == 200
+
+    status, headers, body = await read_all(await start(world["alice"], chat_body()))
+    assert status == 503 and headers[b"retry-after"]
+    assert json.loads(body)["error"]["code"] == "queue_timeout"
+    await running.send_input({"type": "http.disconnect"})
+
+
+async def test_a_bad_key_is_a_401_in_openais_shape(gateway, world):
+    status, _, body = await read_all(await start("sk-llms-" + "x" * 40, chat_body()))
+    assert status == 401
+    assert json.loads(body)["error"]["type"] == "authentication_error"
+
+
+async def test_an_unknown_model_is_a_404_and_is_recorded_as_rejected(gateway, world):
+    body = json.dumps({"model": "nope", "messages": [{"role": "user", "content": "x"}]}).encode()
+    status, _, raw = await read_all(await start(world["alice"], body))
+    assert status == 404 and json.loads(raw)["error"]["code"] == "model_not_found"
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    assert (row["status"], row["error_type"]) == ("rejected", "model_not_found")
