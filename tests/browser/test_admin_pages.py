@@ -2,12 +2,14 @@
 
 Real processes only: the simulator and daphne on loopback with a database this test filled, and
 the live update comes from the gateway runtime itself, publishing scheduler snapshots while real
-completions run through it. Screenshots go to test-output/ and, for the README, docs/img/.
+completions run through it. Screenshots go to test-output/ (and to docs/img/ for the README
+with UPDATE_SCREENSHOTS=1).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 import threading
@@ -112,7 +114,9 @@ def screenshot(driver: webdriver.Chrome, name: str) -> None:
     OUT.mkdir(exist_ok=True)
     DOCS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(OUT / name))
-    shutil.copyfile(OUT / name, DOCS / name)
+    # The README's copies change only when asked, so a test run leaves the tree clean.
+    if os.environ.get("UPDATE_SCREENSHOTS"):
+        shutil.copyfile(OUT / name, DOCS / name)
 
 
 def login(driver: webdriver.Chrome, gw: Gateway) -> None:
