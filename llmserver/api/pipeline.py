@@ -59,7 +59,7 @@ def _admit_sync(key: KeyInfo, model: str) -> tuple[str | None, float, str]:
     )
     action = ""
     if key.has_budget:
-        state = budget_state(api_key.tenant, now)
+        state = budget_state(api_key.tenant, now, tier=api_key.tier)
         if state.exceeded:
             if key.over_budget == "demote":
                 action = "demote"

@@ -1,0 +1,104 @@
+"""Completions over a WebSocket: chunks, several requests on one socket, cancel, bad input."""
+
+from __future__ import annotations
+
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from tests.api.conftest import MODEL, wait_for
+
+BODY = {
+    "model": MODEL,
+    "stream": True,
+    "max_tokens": 3,
+    "messages": [{"role": "user", "content": "hi"}],
+}
+
+
+def socket(key: str | None) -> WebsocketCommunicator:
+    from llmserver.asgi import application
+
+    path = "/ws/v1/chat/completions" + (f"?api_key={key}" if key else "")
+    return WebsocketCommunicator(application, path)
+
+
+async def collect(ws: WebsocketCommunicator, request_id: str) -> list[dict]:
+    messages = []
+    while True:
+        message = await ws.receive_json_from(10)
+        assert message["id"] == request_id
+        messages.append(message)
+        if message["type"] in ("done", "error", "response", "cancelled"):
+            return messages
+
+
+async def test_two_requests_in_sequence_stream_on_one_socket(gateway, world):
+    ws = socket(world["alice"])
+    connected, _ = await ws.connect()
+    assert connected
+    for request_id in ("one", "two"):
+        await ws.send_json_to({"type": "request", "id": request_id, "body": BODY})
+        messages = await collect(ws, request_id)
+        assert messages[0]["type"] == "start" and messages[-1]["type"] == "done"
+        chunks = [m["data"] for m in messages if m["type"] == "chunk"]
+        assert len(chunks) == 3 and chunks[0]["choices"][0]["delta"]["content"]
+    await ws.disconnect()
+
+
+async def test_a_non_streaming_request_gets_one_response(gateway, world):
+    ws = socket(world["alice"])
+    await ws.connect()
+    await ws.send_json_to({"type": "request", "id": "w", "body": {**BODY, "stream": False}})
+    messages = await collect(ws, "w")
+    assert (
+        messages[-1]["type"] == "response"
+        and messages[-1]["data"]["usage"]["completion_tokens"] == 3
+    )
+    await ws.disconnect()
+
+
+async def test_a_cancel_message_stops_the_stream_and_frees_the_slot(gateway, world):
+    ws = socket(world["alice"])
+    await ws.connect()
+    await ws.send_json_to({"type": "request", "id": "long", "body": {**BODY, "max_tokens": 500}})
+    assert (await ws.receive_json_from(10))["type"] == "start"
+    await ws.send_json_to({"type": "cancel", "id": "long"})
+    seen = await collect(ws, "long")
+    assert seen[-1]["type"] == "cancelled"
+    await wait_for(lambda: all(b["in_flight"] == 0 for b in gateway.snapshot()["backends"]), 5)
+    await ws.disconnect()
+
+
+async def test_closing_the_socket_cancels_its_requests(gateway, world):
+    ws = socket(world["alice"])
+    await ws.connect()
+    await ws.send_json_to({"type": "request", "id": "long", "body": {**BODY, "max_tokens": 500}})
+    assert (await ws.receive_json_from(10))["type"] == "start"
+    await ws.disconnect()
+    await wait_for(lambda: all(b["in_flight"] == 0 for b in gateway.snapshot()["backends"]), 5)
+
+
+@pytest.mark.parametrize(
+    ("message", "param"),
+    [
+        ({"type": "request", "id": "x", "body": {"model": MODEL}}, "messages"),
+        ({"type": "request", "id": "x", "body": "nope"}, "body"),
+        ({"type": "shout", "id": "x"}, "type"),
+        ({"type": "request", "body": BODY}, "id"),
+    ],
+)
+async def test_bad_messages_get_an_error_and_the_socket_stays_open(gateway, world, message, param):
+    ws = socket(world["alice"])
+    await ws.connect()
+    await ws.send_json_to(message)
+    error = await ws.receive_json_from(10)
+    assert (error["type"], error["status"], error["error"]["param"]) == ("error", 400, param)
+    await ws.send_json_to({"type": "request", "id": "ok", "body": BODY})
+    assert (await collect(ws, "ok"))[-1]["type"] == "done"
+    await ws.disconnect()
+
+
+async def test_a_socket_without_a_valid_key_is_closed(gateway, world):
+    ws = socket("sk-llms-" + "x" * 40)
+    connected, code = await ws.connect()
+    assert not connected and code == 4401
