@@ -75,3 +75,40 @@ async def test_when_every_backend_fails_early_the_client_gets_a_502(gateway, wor
     status, _, body = await read_all(await start(world["alice"], chat_body(max_tokens=3)))
     assert status == 502 and json.loads(body)["error"]["code"] == "upstream_error"
     assert backend.hits == 1
+
+
+class DroppingBackend:
+    """Streams one chunk, then drops the connection: a failure after the first token."""
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            await reader.readuntil(b"\r\n\r\n")
+        chunk = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
+        writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        await writer.drain()
+        writer.transport.abort()
+
+
+async def test_a_backend_that_fails_after_the_first_token_ends_the_stream_with_an_error_event(
+    gateway, world
+):
+    server = await asyncio.start_server(DroppingBackend().handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        await sync_to_async(add_failing_backend)(url)
+        await sync_to_async(Backend.objects.filter(name="sim").update)(enabled=False)
+        await gateway.reload_once()
+        status, _, body = await read_all(await start(world["alice"], chat_body(max_tokens=3)))
+    finally:
+        server.close()
+    assert status == 200
+    events = [e for e in body.split(b"\n\n") if e]
+    assert events[0].startswith(b'data: {"choices"')
+    assert json.loads(events[-2][6:])["error"]["code"] == "upstream_error"
+    assert events[-1] == b"data: [DONE]"
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    assert (row["status"], row["error_type"]) == ("error", "upstream_error")
