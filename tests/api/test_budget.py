@@ -59,13 +59,3 @@ async def test_a_demoting_tier_sends_an_over_budget_tenant_to_the_batch_band(gat
     await gateway.usage.flush_once()
     [served] = [r for r in await usage_rows() if r["request_id"] != "old-spend"]
     assert (served["status"], served["band"]) == ("ok", 2)
-
-
-async def test_a_client_may_lower_its_own_band_with_service_tier_flex(gateway, world):
-    status, _, _ = await read_all(
-        await start(world["alice"], chat_body(max_tokens=2, service_tier="flex"))
-    )
-    assert status == 200
-    await gateway.usage.flush_once()
-    [row] = await usage_rows()
-    assert row["band"] == 2
