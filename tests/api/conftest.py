@@ -28,6 +28,10 @@ def simulator() -> Iterator[Simulator]:
 @pytest.fixture
 def world(transactional_db: None, simulator: Simulator, settings: Any) -> dict[str, Any]:
     """A tenant with a tight tier (one at a time, two queued) routed to the simulator."""
+    from tenants.budget import cache as spend_cache
+
+    # The database reuses ids between tests; a cached month spend must not leak across them.
+    spend_cache.clear()
     settings.LLMSERVER = {
         **settings.LLMSERVER,
         "SCRAPE_INTERVAL": 0.05,

@@ -64,9 +64,12 @@ async def test_a_third_request_waits_when_two_sequences_run(two_seqs):
 
 async def test_a_client_that_disconnects_aborts_its_sequence(two_seqs):
     aborted = metric(two_seqs, "vllm:request_success_total", finished_reason="abort")
-    async with httpx.AsyncClient(base_url=two_seqs.url, timeout=30) as client, client.stream(
-        "POST", "/v1/chat/completions", json={**BODY, "max_tokens": 500, "stream": True}
-    ) as r:
+    async with (
+        httpx.AsyncClient(base_url=two_seqs.url, timeout=30) as client,
+        client.stream(
+            "POST", "/v1/chat/completions", json={**BODY, "max_tokens": 500, "stream": True}
+        ) as r,
+    ):
         lines = r.aiter_lines()
         assert (await anext(lines)).startswith("data: ")
     await wait_until(lambda: metric(two_seqs, "vllm:num_requests_running") == 0)
@@ -76,7 +79,7 @@ async def test_a_client_that_disconnects_aborts_its_sequence(two_seqs):
 async def test_priority_mode_serves_a_lower_priority_value_first(one_seq_priority):
     async with httpx.AsyncClient(base_url=one_seq_priority.url, timeout=30) as client:
         blocker = client.stream(
-            "POST", "/v1/chat/completions", json={**BODY, "max_tokens": 40, "stream": True}
+            "POST", "/v1/chat/completions", json={**BODY, "max_tokens": 2000, "stream": True}
         )
         await blocker.__aenter__()
         order: list[str] = []
