@@ -7,6 +7,7 @@ are observed as tokens and requests complete, like the real servers do.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -121,6 +122,74 @@ class _EngineGauges(Collector):
         yield received
 
 
+# attribute -> (buckets or None for a counter, help text, name per format; absent: not exposed).
+# `itl` is observed per token; `tpot` once per request, as its mean time per output token.
+SERIES: dict[str, tuple[tuple[float, ...] | None, str, dict[str, str]]] = {
+    "itl": (
+        LATENCY_BUCKETS,
+        "Histogram of inter-token latency in seconds.",
+        {
+            "vllm": "vllm:inter_token_latency_seconds",
+            "sglang": "sglang:inter_token_latency_seconds",
+        },
+    ),
+    "tpot": (
+        LATENCY_BUCKETS,
+        "Histogram of time per output token per request.",
+        {
+            "vllm": "vllm:request_time_per_output_token_seconds",
+            "tgi": "tgi_request_mean_time_per_token_duration",
+        },
+    ),
+    "ttft": (
+        TTFT_BUCKETS,
+        "Histogram of time to first token in seconds (TGI: time spent queued).",
+        {
+            "vllm": "vllm:time_to_first_token_seconds",
+            "sglang": "sglang:time_to_first_token_seconds",
+            "tgi": "tgi_request_queue_duration",
+        },
+    ),
+    "e2e": (
+        TTFT_BUCKETS,
+        "Histogram of end to end request latency in seconds.",
+        {
+            "vllm": "vllm:e2e_request_latency_seconds",
+            "sglang": "sglang:e2e_request_latency_seconds",
+            "tgi": "tgi_request_duration",
+        },
+    ),
+    "prompt_tokens": (
+        None,
+        "Number of prefill tokens processed.",
+        {
+            "vllm": "vllm:prompt_tokens",
+            "sglang": "sglang:prompt_tokens",
+            "tgi": "tgi_request_input_count",
+        },
+    ),
+    "generation_tokens": (
+        None,
+        "Number of generation tokens processed.",
+        {
+            "vllm": "vllm:generation_tokens",
+            "sglang": "sglang:generation_tokens",
+            "tgi": "tgi_request_generated_tokens",
+        },
+    ),
+}
+SUCCESS = {
+    "vllm": "vllm:request_success",
+    "sglang": "sglang:num_requests",
+    "tgi": "tgi_request_success",
+}
+LABELS = {
+    "vllm": {"engine": "0"},
+    "sglang": {"engine_type": "unified", "tp_rank": "0"},
+    "tgi": {},
+}
+
+
 class Exposition:
     """Owns the registry and the observation hooks the engine calls."""
 
@@ -129,126 +198,52 @@ class Exposition:
             raise ValueError(f"format must be one of {FORMATS}")
         self.fmt = fmt
         self.registry = CollectorRegistry()
-        if fmt == "vllm":
-            labels = {"engine": "0", "model_name": model}
-        elif fmt == "sglang":
-            labels = {"engine_type": "unified", "model_name": model, "tp_rank": "0"}
-        else:
-            labels = {}
-        self.labels = labels
-        names = list(labels)
-        self.registry.register(_EngineGauges(engine, fmt, labels))
-        prefix = {"vllm": "vllm:", "sglang": "sglang:", "tgi": "tgi_"}[fmt]
-        if fmt == "tgi":
-            self.itl = Histogram(
-                "tgi_request_mean_time_per_token_duration",
-                "Mean time per token per request",
-                buckets=LATENCY_BUCKETS,
-                registry=self.registry,
-            )
-            self.ttft = Histogram(
-                "tgi_request_queue_duration",
-                "Time spent in the queue per request",
-                buckets=TTFT_BUCKETS,
-                registry=self.registry,
-            )
-            self.tpot = None
-            self.prompt_tokens = Counter(
-                "tgi_request_input_count", "Input tokens", registry=self.registry
-            )
-            self.generation_tokens = Counter(
-                "tgi_request_generated_tokens", "Generated tokens", registry=self.registry
-            )
-            self.success = Counter(
-                "tgi_request_success", "Successful requests", registry=self.registry
-            )
-            self.e2e = Histogram(
-                "tgi_request_duration",
-                "Request duration",
-                buckets=TTFT_BUCKETS,
-                registry=self.registry,
-            )
-            return
-        self.itl = Histogram(
-            prefix + "inter_token_latency_seconds",
-            "Histogram of inter-token latency in seconds.",
-            names,
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        ).labels(**labels)
-        self.tpot = (
-            Histogram(
-                "vllm:request_time_per_output_token_seconds",
-                "Histogram of time per output token per request.",
-                names,
-                buckets=LATENCY_BUCKETS,
-                registry=self.registry,
-            ).labels(**labels)
-            if fmt == "vllm"
-            else None
-        )
-        self.ttft = Histogram(
-            prefix + "time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
-            names,
-            buckets=TTFT_BUCKETS,
-            registry=self.registry,
-        ).labels(**labels)
-        self.e2e = Histogram(
-            prefix + "e2e_request_latency_seconds",
-            "Histogram of end to end request latency in seconds.",
-            names,
-            buckets=TTFT_BUCKETS,
-            registry=self.registry,
-        ).labels(**labels)
-        self.prompt_tokens = Counter(
-            prefix + "prompt_tokens",
-            "Number of prefill tokens processed.",
-            names,
-            registry=self.registry,
-        ).labels(**labels)
-        self.generation_tokens = Counter(
-            prefix + "generation_tokens",
-            "Number of generation tokens processed.",
-            names,
-            registry=self.registry,
-        ).labels(**labels)
-        success_name = prefix + ("request_success" if fmt == "vllm" else "num_requests")
+        self.labels = {**LABELS[fmt], "model_name": model} if fmt != "tgi" else {}
+        self.registry.register(_EngineGauges(engine, fmt, self.labels))
+        self.series: dict[str, Any] = {}
+        for attr, (buckets, doc, names) in SERIES.items():
+            if fmt not in names:
+                continue
+            if buckets is None:
+                metric: Any = Counter(names[fmt], doc, list(self.labels), registry=self.registry)
+            else:
+                metric = Histogram(
+                    names[fmt], doc, list(self.labels), buckets=buckets, registry=self.registry
+                )
+            self.series[attr] = metric.labels(**self.labels) if self.labels else metric
+        # TGI counts successes only; vLLM and SGLang label every finish with its reason.
+        reason = [] if fmt == "tgi" else ["finished_reason"]
         self._success = Counter(
-            success_name,
+            SUCCESS[fmt],
             "Count of finished requests.",
-            [*names, "finished_reason"],
+            [*self.labels, *reason],
             registry=self.registry,
         )
-        self.success = None
+
+    def _observe(self, attr: str, value: float) -> None:
+        metric = self.series.get(attr)
+        if metric is not None:
+            metric.observe(value)
 
     def on_token(self, seq: Sequence, now: float) -> None:
-        self.generation_tokens.inc()
+        self.series["generation_tokens"].inc()
         if seq.last_token is None:
-            # TGI has no TTFT histogram; its queue duration is the closest it exposes.
             start = (seq.admitted or now) if self.fmt == "tgi" else now
-            self.ttft.observe(start - seq.arrived)
+            self._observe("ttft", start - seq.arrived)
         else:
-            self.itl.observe(now - seq.last_token)
+            self._observe("itl", now - seq.last_token)
 
     def on_finish(self, seq: Sequence, reason: str) -> None:
-        self.prompt_tokens.inc(seq.prompt_tokens if seq.admitted is not None else 0)
-        if self.fmt == "tgi":
-            if reason != "abort":
-                self.success.inc()
-                if seq.first_token is not None and seq.last_token is not None and seq.generated > 1:
-                    self.itl.observe((seq.last_token - seq.first_token) / (seq.generated - 1))
-            return
-        self._success.labels(**self.labels, finished_reason=reason).inc()
-        if (
-            self.tpot is not None
-            and seq.first_token is not None
-            and seq.last_token is not None
-            and seq.generated > 1
-        ):
-            self.tpot.observe((seq.last_token - seq.first_token) / (seq.generated - 1))
-        if seq.last_token is not None:
-            self.e2e.observe(seq.last_token - seq.arrived)
+        if seq.admitted is not None:
+            self.series["prompt_tokens"].inc(seq.prompt_tokens)
+        if self.fmt != "tgi":
+            self._success.labels(**self.labels, finished_reason=reason).inc()
+        elif reason != "abort":
+            self._success.inc()
+        if seq.first_token is not None and seq.last_token is not None:
+            if seq.generated > 1:
+                self._observe("tpot", (seq.last_token - seq.first_token) / (seq.generated - 1))
+            self._observe("e2e", seq.last_token - seq.arrived)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -88,13 +88,14 @@ def test_an_unknown_kind_is_refused():
         MetricsReader("triton")
 
 
-async def test_it_reads_the_simulators_own_output_across_two_scrapes():
-    sim = start_simulator("--speed", "5")
+@pytest.mark.parametrize("kind", ["vllm", "tgi", "sglang"])
+async def test_it_reads_the_simulators_own_output_across_two_scrapes(kind):
+    sim = start_simulator("--speed", "5", "--format", kind)
     try:
         async with httpx.AsyncClient() as client:
             seen: list[BackendMetrics] = []
             poller = MetricsPoller(
-                "sim", "vllm", sim.url + "/metrics", client, lambda n, m: seen.append(m)
+                "sim", kind, sim.url + "/metrics", client, lambda n, m: seen.append(m)
             )
             await poller.scrape_once()
             r = await client.post(
@@ -106,8 +107,10 @@ async def test_it_reads_the_simulators_own_output_across_two_scrapes():
             await poller.scrape_once()
         first, second = seen
         assert first.tpot_seconds is None
-        assert 0 < second.tpot_seconds < 1 and second.ttft_seconds > 0
-        assert second.waiting == 0 and second.running == 0
+        assert 0 < second.tpot_seconds < 1
+        assert second.waiting == 0 and second.running == 0 and second.kv_cache_usage == 0
+        if kind != "tgi":
+            assert second.ttft_seconds > 0
     finally:
         sim.stop()
 
