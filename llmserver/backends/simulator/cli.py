@@ -1,0 +1,97 @@
+"""Command-line options for the simulator, shared by `manage.py simulate_backend` and
+`python -m llmserver.backends.simulator`, and the daphne server that serves it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from llmserver.backends.simulator.engine import EngineConfig
+from llmserver.backends.simulator.exposition import FORMATS
+from llmserver.backends.simulator.queue import POLICIES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = EngineConfig()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8100)
+    parser.add_argument("--model", default="demo-llama")
+    parser.add_argument("--format", choices=FORMATS, default="vllm", help="whose metric names")
+    parser.add_argument("--max-num-seqs", type=int, default=d.max_num_seqs)
+    parser.add_argument("--scheduling-policy", choices=POLICIES, default=d.scheduling_policy)
+    parser.add_argument("--base-step-ms", type=float, default=d.base_step_ms)
+    parser.add_argument("--per-seq-ms", type=float, default=d.per_seq_ms)
+    parser.add_argument("--prefill-ms-per-token", type=float, default=d.prefill_ms_per_token)
+    parser.add_argument("--kv-capacity-tokens", type=int, default=d.kv_capacity_tokens)
+    parser.add_argument(
+        "--prefix-cache-blocks",
+        type=int,
+        default=d.prefix_cache_blocks,
+        help="0 disables the prefix cache",
+    )
+    parser.add_argument("--block-tokens", type=int, default=d.block_tokens)
+    parser.add_argument("--default-max-tokens", type=int, default=256)
+    parser.add_argument("--speed", type=float, default=d.speed, help="divides every duration")
+    parser.add_argument(
+        "--legacy-metric-names",
+        action="store_true",
+        help="also expose vLLM's pre-v1 names (gpu_cache_usage_perc, time_per_output_token_seconds)",
+    )
+
+
+def config_from(options: dict[str, object]) -> EngineConfig:
+    return EngineConfig(
+        max_num_seqs=int(options["max_num_seqs"]),  # type: ignore[call-overload]
+        base_step_ms=float(options["base_step_ms"]),  # type: ignore[arg-type]
+        per_seq_ms=float(options["per_seq_ms"]),  # type: ignore[arg-type]
+        prefill_ms_per_token=float(options["prefill_ms_per_token"]),  # type: ignore[arg-type]
+        kv_capacity_tokens=int(options["kv_capacity_tokens"]),  # type: ignore[call-overload]
+        prefix_cache_blocks=int(options["prefix_cache_blocks"]),  # type: ignore[call-overload]
+        block_tokens=int(options["block_tokens"]),  # type: ignore[call-overload]
+        scheduling_policy=str(options["scheduling_policy"]),
+        speed=float(options["speed"]),  # type: ignore[arg-type]
+    )
+
+
+def serve(options: dict[str, object]) -> None:
+    """Serve until interrupted. Daphne is the project's ASGI server and streams chunk by chunk;
+    it delivers `http.disconnect` when a client drops, which the abort path relies on."""
+    from daphne.server import Server
+
+    from llmserver.backends.simulator.app import SimulatorApp
+
+    app = SimulatorApp(
+        config_from(options),
+        model=str(options["model"]),
+        fmt=str(options["format"]),
+        default_max_tokens=int(options["default_max_tokens"]),  # type: ignore[call-overload]
+        legacy_metric_names=bool(options["legacy_metric_names"]),
+    )
+    host, port = options["host"], options["port"]
+    print(
+        f"simulator ({options['format']}, {options['model']}) on http://{host}:{port}", flush=True
+    )
+    Server(
+        application=app,
+        endpoints=[f"tcp:port={port}:interface={host}"],
+        http_timeout=None,
+        application_close_timeout=2,
+        server_name="llmserver-simulator",
+        verbosity=0,
+    ).run()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m llmserver.backends.simulator")
+    add_arguments(parser)
+    options = vars(parser.parse_args(argv))
+    try:
+        config_from(options)
+    except ValueError as exc:
+        parser.error(str(exc))
+    serve(options)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,52 @@
+"""An LRU cache of prompt-prefix blocks, as vLLM's automatic prefix caching.
+
+A prompt is cut into full blocks of `block_tokens` tokens; each block is named by a hash chained
+over everything before it, so a block hits only when the whole prefix up to it matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+
+
+def block_hashes(tokens: Sequence[str], block_tokens: int) -> list[bytes]:
+    digest = hashlib.blake2b(digest_size=12)
+    hashes = []
+    for start in range(0, len(tokens) - block_tokens + 1, block_tokens):
+        digest.update("\x1f".join(tokens[start : start + block_tokens]).encode())
+        digest.update(b"\x1e")
+        hashes.append(digest.copy().digest())
+    return hashes
+
+
+class PrefixCache:
+    def __init__(self, capacity_blocks: int, block_tokens: int = 16) -> None:
+        self.capacity_blocks = capacity_blocks
+        self.block_tokens = block_tokens
+        self._blocks: OrderedDict[bytes, None] = OrderedDict()
+
+    @property
+    def enabled(self) -> bool:
+        return self.capacity_blocks > 0
+
+    def lookup_and_insert(self, tokens: Sequence[str]) -> int:
+        """Cached tokens at the start of `tokens`; then the prompt's blocks become most recent."""
+        if not self.enabled:
+            return 0
+        hashes = block_hashes(tokens, self.block_tokens)
+        hits = 0
+        for h in hashes:
+            if h not in self._blocks:
+                break
+            hits += 1
+        for h in hashes:
+            self._blocks[h] = None
+            self._blocks.move_to_end(h)
+        while len(self._blocks) > self.capacity_blocks:
+            self._blocks.popitem(last=False)
+        return hits * self.block_tokens
+
+    def __len__(self) -> int:
+        return len(self._blocks)

@@ -1,0 +1,199 @@
+"""The OpenAI-compatible wire format as vLLM speaks it: request parsing, token estimates,
+response bodies, stream chunks and errors (OpenAI's shape with an integer `code`)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+FILLER = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "patient",
+    "queues",
+    "keep",
+    "every",
+    "user",
+    "served",
+    "in",
+    "fair",
+    "turns",
+    "and",
+    "batches",
+    "stay",
+    "full",
+]
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_ids = itertools.count(1)
+
+
+class RequestError(Exception):
+    """A request the simulator refuses, rendered as vLLM's error body."""
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+
+    def body(self) -> dict[str, Any]:
+        kind = {400: "BadRequestError", 404: "NotFoundError"}.get(
+            self.status, "InternalServerError"
+        )
+        return {
+            "error": {
+                "message": self.message,
+                "type": kind,
+                "param": self.param,
+                "code": self.status,
+            }
+        }
+
+
+def tokenize(text: str) -> list[str]:
+    """A stand-in tokenizer: words and punctuation, close enough to ~4 characters a token."""
+    return _TOKEN.findall(text)
+
+
+def token_text(index: int) -> str:
+    """The deterministic filler for output token `index` (1-based)."""
+    return ("" if index == 1 else " ") + FILLER[(index - 1) % len(FILLER)]
+
+
+@dataclass(frozen=True, slots=True)
+class SimRequest:
+    chat: bool
+    prompt_tokens: list[str]
+    max_tokens: int
+    priority: int
+    stream: bool
+    include_usage: bool
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -> SimRequest:
+    try:
+        body = json.loads(raw or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError(400, f"Invalid JSON body: {exc}") from exc
+    if not isinstance(body, dict):
+        raise RequestError(400, "The request body must be a JSON object.")
+    if body.get("model", model) != model:
+        raise RequestError(404, f"The model `{body.get('model')}` does not exist.", "model")
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise RequestError(400, "`messages` must be a non-empty list.", "messages")
+        text = "\n".join(
+            f"{m.get('role', 'user')}: {_content_text(m.get('content'))}"
+            for m in messages
+            if isinstance(m, dict)
+        )
+    else:
+        prompt = body.get("prompt")
+        if isinstance(prompt, list):
+            prompt = " ".join(str(p) for p in prompt)
+        if not isinstance(prompt, str):
+            raise RequestError(400, "`prompt` must be a string.", "prompt")
+        text = prompt
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is None:
+        max_tokens = default_max_tokens
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise RequestError(400, "`max_tokens` must be a positive integer.", "max_tokens")
+    priority = body.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise RequestError(400, "`priority` must be an integer.", "priority")
+    options = body.get("stream_options") or {}
+    return SimRequest(
+        chat=chat,
+        prompt_tokens=tokenize(text) or ["<s>"],
+        max_tokens=max_tokens,
+        priority=priority,
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+    )
+
+
+class ResponseBuilder:
+    """Builds one request's bodies and chunks, in chat or text-completion shape."""
+
+    def __init__(self, req: SimRequest, model: str) -> None:
+        self.req, self.model = req, model
+        prefix = "chatcmpl" if req.chat else "cmpl"
+        self.id = f"{prefix}-sim{next(_ids):08x}"
+        self.created = int(time.time())
+
+    def _envelope(self, choices: list[dict[str, Any]], chunk: bool) -> dict[str, Any]:
+        obj = ("chat.completion" if self.req.chat else "text_completion") + (
+            ".chunk" if chunk and self.req.chat else ""
+        )
+        return {
+            "id": self.id,
+            "object": obj,
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        }
+
+    def _choice(self, text: str, finish: str | None, first: bool = False) -> dict[str, Any]:
+        if not self.req.chat:
+            return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+        delta: dict[str, Any] = {"role": "assistant", "content": text} if first else {}
+        if text and not first:
+            delta = {"content": text}
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+    def usage(self, completion_tokens: int) -> dict[str, int]:
+        p = len(self.req.prompt_tokens)
+        return {
+            "prompt_tokens": p,
+            "completion_tokens": completion_tokens,
+            "total_tokens": p + completion_tokens,
+        }
+
+    def chunk(self, text: str, finish: str | None = None, first: bool = False) -> bytes:
+        return sse(self._envelope([self._choice(text, finish, first)], chunk=True))
+
+    def usage_chunk(self, completion_tokens: int) -> bytes:
+        body = self._envelope([], chunk=True)
+        body["usage"] = self.usage(completion_tokens)
+        return sse(body)
+
+    def full(self, text: str, finish: str, completion_tokens: int) -> dict[str, Any]:
+        if self.req.chat:
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+        body = self._envelope([choice], chunk=False)
+        body["usage"] = self.usage(completion_tokens)
+        return body
+
+
+def sse(payload: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
