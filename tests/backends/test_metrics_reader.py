@@ -87,7 +87,7 @@ def test_old_vllm_names_are_read_when_the_new_ones_are_missing() -> None:
     engine.stats.itl.observe(0.05)
     engine.stats.itl.observe(0.15)
     second = render(build_registry(engine, "m", "vllm", legacy_names=True)).decode()
-    second = "\n".join(l for l in second.splitlines() if "inter_token_latency" not in l)
+    second = "\n".join(x for x in second.splitlines() if "inter_token_latency" not in x)
     m = reader.read(second, 1.0)
     assert m.kv_cache_usage == 0.0
     assert m.tpot_seconds == pytest.approx(0.1)
