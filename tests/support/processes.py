@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -62,7 +63,9 @@ class Simulator:
         stop(self.process)
 
 
-def start_simulator(*args: str, env: dict[str, str] | None = None) -> Simulator:
+def start_simulator(
+    *args: str, env: dict[str, str] | None = None, quiet: bool = False
+) -> Simulator:
     port = free_port()
     process = subprocess.Popen(
         [
@@ -77,6 +80,7 @@ def start_simulator(*args: str, env: dict[str, str] | None = None) -> Simulator:
         ],
         cwd=ROOT,
         env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL if quiet else None,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -140,8 +144,15 @@ class Gateway:
 
 
 def start_gateway(
-    database_url: str, simulator_url: str, extra_env: dict[str, str] | None = None
+    database_url: str,
+    simulator_url: str,
+    extra_env: dict[str, str] | None = None,
+    *,
+    daphne_args: Sequence[str] = (),
+    quiet: bool = False,
 ) -> Gateway:
+    """Migrate, load the demo and serve with daphne; `quiet` drops daphne's stdout (the access
+    log at daphne's default verbosity), `daphne_args` are added to its command line."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -165,10 +176,12 @@ def start_gateway(
             "127.0.0.1",
             "-p",
             str(port),
+            *daphne_args,
             "llmserver.asgi:application",
         ],
         cwd=ROOT,
         env=env,
+        stdout=subprocess.DEVNULL if quiet else None,
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -1,0 +1,448 @@
+"""Fairness benchmark: do light users stay fast while a power user floods the backend?
+
+One invocation runs the same load several ways, each against a fresh simulator (vLLM-like:
+continuous batching, `--max-num-seqs` running sequences, a waiting queue):
+
+  fifo      straight to the simulator, FIFO waiting queue (vLLM's default)
+  priority  straight to the simulator in priority mode (light users priority 0, power user 1)
+  gateway   through the gateway in front of a FIFO simulator, everyone on the interactive band,
+            so the gateway's fair share (not band priority) is what is measured
+  gateway-batch  (with --batch-variant) the same, with the power user's key on the batch band
+  ideal     the light users alone, straight to the simulator
+
+The load: the power user submits `--power-requests` streaming requests at once; `--light-users`
+users each send one streaming request every `--light-interval` seconds for `--duration` seconds.
+Reported per class: time to first token and end-to-end latency (p50/p95/p99); the backend's
+generated tokens/s and busy fraction (deltas of the simulator's counters over the run); and the
+power user's makespan (first submission to last completion).
+
+    .venv/bin/python bench/fairness.py                # about 5 minutes
+    .venv/bin/python bench/fairness.py --quick --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from loadgen import (
+    ROOT,
+    Outcome,
+    body,
+    client,
+    configure_gateway,
+    counters,
+    fmt,
+    generated_tokens,
+    percentile,
+    stream_once,
+)
+
+from tests.support.processes import Database, start_gateway, start_simulator
+
+WAYS = ("fifo", "priority", "gateway", "gateway-batch", "ideal")
+POWER_PROMPT = "Summarise the following evaluation transcript in detail. " * 7
+LIGHT_PROMPT = "What is the capital of France? Answer briefly. "
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--duration", type=float, default=60.0, help="Light users send for this long.")
+    p.add_argument("--power-requests", type=int, default=200)
+    p.add_argument("--power-max-tokens", type=int, default=200, help="Mean stream length.")
+    p.add_argument(
+        "--power-spread",
+        type=float,
+        default=0.5,
+        help="Lengths are uniform in mean*(1 +- spread), seeded, the same in every way; "
+        "0 makes every stream equal, so completions come in lockstep bursts of max_num_seqs.",
+    )
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--scrape-interval", type=float, help="The gateway's SCRAPE_INTERVAL.")
+    p.add_argument("--light-users", type=int, default=5)
+    p.add_argument("--light-interval", type=float, default=3.0)
+    p.add_argument("--light-max-tokens", type=int, default=32)
+    p.add_argument("--light-delay", type=float, default=1.0, help="Light users start after this.")
+    p.add_argument("--max-num-seqs", type=int, default=16)
+    p.add_argument("--base-step-ms", type=float, default=15.0)
+    p.add_argument("--per-seq-ms", type=float, default=0.6)
+    p.add_argument("--prefill-ms-per-token", type=float, default=0.02)
+    p.add_argument("--gate-max-waiting", type=int, help="Override the interactive tier's gate.")
+    p.add_argument("--batch-variant", action="store_true", help="Also run gateway-batch.")
+    p.add_argument("--ways", default="", help="Comma-separated subset of the ways to run.")
+    p.add_argument("--quick", action="store_true", help="20 s of light load, shorter streams.")
+    p.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "fairness_ttft.png")
+    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--json", action="store_true", help="Print JSON instead of the table.")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.duration, args.power_max_tokens = 20.0, 64
+    return args
+
+
+def chosen_ways(args: argparse.Namespace) -> list[str]:
+    if args.ways:
+        ways = [w.strip() for w in args.ways.split(",") if w.strip()]
+        unknown = set(ways) - set(WAYS)
+        if unknown:
+            raise SystemExit(f"unknown ways: {sorted(unknown)}")
+        return ways
+    return [w for w in WAYS if w != "gateway-batch" or args.batch_variant]
+
+
+def simulator_args(args: argparse.Namespace, policy: str) -> list[str]:
+    return [
+        "--max-num-seqs",
+        str(args.max_num_seqs),
+        "--scheduling-policy",
+        policy,
+        "--base-step-ms",
+        str(args.base_step_ms),
+        "--per-seq-ms",
+        str(args.per_seq_ms),
+        "--prefill-ms-per-token",
+        str(args.prefill_ms_per_token),
+        "--speed",
+        "1.0",
+        "--model",
+        "demo-llama",
+    ]
+
+
+# the load ---------------------------------------------------------------------------------
+
+
+def power_lengths(args: argparse.Namespace) -> list[int]:
+    rng = random.Random(args.seed)
+    low = max(1, round(args.power_max_tokens * (1 - args.power_spread)))
+    high = max(low, round(args.power_max_tokens * (1 + args.power_spread)))
+    return [rng.randint(low, high) for _ in range(args.power_requests)]
+
+
+def launch(
+    http: Any, url: str, key: str | None, data: dict, outcome: Outcome, t0: float
+) -> asyncio.Task[Outcome]:
+    task = asyncio.ensure_future(stream_once(http, url, key, data, outcome, t0))
+    task.outcome = outcome  # type: ignore[attr-defined]
+    return task
+
+
+async def light_user(
+    http: Any, url: str, key: str | None, user: str, index: int, args: argparse.Namespace,
+    t0: float, priority: int | None, tasks: list[asyncio.Task[Outcome]],
+) -> None:  # fmt: skip
+    """Open loop: one request every interval, whatever is still outstanding."""
+    offset = args.light_delay + index * args.light_interval / max(args.light_users, 1)
+    k = 0
+    while (at := offset + k * args.light_interval) < args.duration:
+        await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
+        data = body(f"[{user} #{k}] " + LIGHT_PROMPT, args.light_max_tokens, True, priority)
+        tasks.append(launch(http, url, key, data, Outcome("light", user, 0.0), t0))
+        k += 1
+
+
+async def run_load(
+    base_url: str,
+    simulator_url: str,
+    args: argparse.Namespace,
+    keys: dict[str, str] | None,
+    priorities: tuple[int, int] | None,
+    with_power: bool,
+) -> dict[str, Any]:
+    """Drive one way's load; returns the outcomes and the simulator's counter deltas."""
+    url = base_url + "/v1/chat/completions"
+    light_p, power_p = priorities if priorities else (None, None)
+    async with client() as http:
+        before = await counters(http, simulator_url)
+        t0 = time.monotonic()
+        samples: list[tuple[float, float, float]] = []
+        sampler = asyncio.ensure_future(sample_backend(http, simulator_url, t0, samples))
+        tasks: list[asyncio.Task[Outcome]] = []
+        if with_power:
+            for i, length in enumerate(power_lengths(args)):
+                data = body(f"[power #{i}] " + POWER_PROMPT, length, True, power_p)
+                key = keys["power"] if keys else None
+                tasks.append(launch(http, url, key, data, Outcome("power", "power", 0.0), t0))
+        users = [f"light{i + 1}" for i in range(args.light_users)]
+        await asyncio.gather(
+            *(
+                light_user(http, url, keys[u] if keys else None, u, i, args, t0, light_p, tasks)
+                for i, u in enumerate(users)
+            )
+        )
+        budget = args.duration * 6 + 120
+        done, pending = await asyncio.wait(tasks, timeout=budget)
+        for task in pending:
+            task.cancel()
+        wall = time.monotonic() - t0
+        sampler.cancel()
+        after = await counters(http, simulator_url)
+    outcomes = [t.result() for t in done] + [pending_outcome(t) for t in pending]
+    return {
+        "outcomes": outcomes,
+        "wall": wall,
+        "before": before,
+        "after": after,
+        "samples": samples,
+    }
+
+
+async def sample_backend(
+    http: Any, simulator_url: str, t0: float, samples: list[tuple[float, float, float]]
+) -> None:
+    """(time, running, waiting) of the simulator every 0.2 s, to see how full the batch is."""
+    while True:
+        values = await counters(http, simulator_url)
+        samples.append(
+            (
+                time.monotonic() - t0,
+                values.get("vllm:num_requests_running", 0.0),
+                values.get("vllm:num_requests_waiting", 0.0),
+            )
+        )
+        await asyncio.sleep(0.2)
+
+
+def pending_outcome(task: asyncio.Task[Outcome]) -> Outcome:
+    outcome: Outcome = task.outcome  # type: ignore[attr-defined]
+    outcome.error = outcome.error or "timed out"
+    return outcome
+
+
+# the ways ---------------------------------------------------------------------------------
+
+
+def gateway_keys(args: argparse.Namespace, power_tier: str) -> tuple[dict, list]:
+    concurrency = max(64, args.max_num_seqs + 16)
+    queued = max(1000, args.power_requests * 2)
+    interactive: dict[str, Any] = {
+        "max_concurrent_per_user": concurrency,
+        "max_queued_per_user": queued,
+        "queue_timeout_seconds": 3600.0,
+    }
+    if args.gate_max_waiting is not None:
+        interactive["gate_max_waiting"] = args.gate_max_waiting
+    tiers = {
+        "interactive": interactive,
+        "batch": {"max_concurrent_per_user": concurrency, "max_queued_per_user": queued},
+    }
+    power_app = "batch" if power_tier == "batch" else "chat"
+    keys = [("power", power_tier, power_app)]
+    keys += [(f"light{i + 1}", "interactive", "chat") for i in range(args.light_users)]
+    return tiers, keys
+
+
+async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
+    policy = "priority" if way == "priority" else "fcfs"
+    sim = start_simulator(*simulator_args(args, policy), quiet=True)
+    gw = db = None
+    tmp = tempfile.TemporaryDirectory(prefix="bench-fairness-")
+    try:
+        if way.startswith("gateway"):
+            db = Database(Path(tmp.name))
+            env = {"SCRAPE_INTERVAL": str(args.scrape_interval)} if args.scrape_interval else {}
+            gw = start_gateway(db.url, sim.url, env, quiet=True)
+            tiers, key_specs = gateway_keys(
+                args, "batch" if way == "gateway-batch" else "interactive"
+            )
+            keys = configure_gateway(gw, tiers, key_specs)
+            run = await run_load(gw.url, sim.url, args, keys, None, True)
+        else:
+            priorities = (0, 1) if way == "priority" else None
+            run = await run_load(sim.url, sim.url, args, None, priorities, way != "ideal")
+    finally:
+        if gw is not None:
+            gw.stop()
+        if db is not None:
+            db.drop()
+        sim.stop()
+        tmp.cleanup()
+    return summarise(way, run)
+
+
+# the figures ------------------------------------------------------------------------------
+
+
+def latency_stats(outcomes: list[Outcome], attr: str) -> dict[str, float | None]:
+    values = [getattr(o, attr) for o in outcomes if getattr(o, attr) is not None]
+    return {f"p{q}": percentile(values, q) for q in (50, 95, 99)} | {
+        "max": max(values) if values else None
+    }
+
+
+def summarise(way: str, run: dict[str, Any]) -> dict[str, Any]:
+    outcomes: list[Outcome] = run["outcomes"]
+    before, after, wall = run["before"], run["after"], run["wall"]
+    tokens = generated_tokens(after) - generated_tokens(before)
+    busy = after.get("simulator_busy_seconds_total", 0) - before.get(
+        "simulator_busy_seconds_total", 0
+    )
+    result: dict[str, Any] = {
+        "way": way,
+        "wall_seconds": wall,
+        "backend_tokens_per_second": tokens / wall if wall else None,
+        "backend_busy_fraction": busy / wall if wall else None,
+        "backend_generated_tokens": tokens,
+    }
+    for cls in ("light", "power"):
+        mine = [o for o in outcomes if o.cls == cls]
+        ok = [o for o in mine if o.error is None]
+        result[cls] = {
+            "requests": len(mine),
+            "errors": len(mine) - len(ok),
+            "error_examples": sorted({o.error for o in mine if o.error})[:3],
+            "ttft": latency_stats(ok, "ttft"),
+            "e2e": latency_stats(ok, "e2e"),
+        }
+    power = [o for o in outcomes if o.cls == "power" and o.e2e is not None]
+    result["power_makespan_seconds"] = max((o.sent + o.e2e for o in power), default=None)
+    makespan = result["power_makespan_seconds"]
+    busy_samples = [s for s in run["samples"] if makespan is None or s[0] <= makespan]
+    result["backend_mean_running"] = (
+        sum(s[1] for s in busy_samples) / len(busy_samples) if busy_samples else None
+    )
+    result["backend_mean_waiting"] = (
+        sum(s[2] for s in busy_samples) / len(busy_samples) if busy_samples else None
+    )
+    result["light_timeline"] = sorted(
+        (o.sent, o.ttft) for o in outcomes if o.cls == "light" and o.ttft is not None
+    )
+    result["outcomes"] = [asdict(o) for o in outcomes]
+    return result
+
+
+def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | None]]:
+    """(target, measured, met) for each of the issue's targets that this run can check."""
+    checks: list[tuple[str, str, bool | None]] = []
+    gw, fifo = results.get("gateway"), results.get("fifo")
+    prio, ideal = results.get("priority"), results.get("ideal")
+    if gw is None:
+        return checks
+    p99 = gw["light"]["ttft"]["p99"]
+    checks.append(("light TTFT p99 < 1 s through the gateway", f"{fmt(p99)} s", _lt(p99, 1.0)))
+    if prio:
+        other = prio["light"]["ttft"]["p99"]
+        checks.append(
+            (
+                "light TTFT p99 better than vLLM priority mode",
+                f"{fmt(p99)} s vs {fmt(other)} s",
+                _lt(p99, other),
+            )
+        )
+    if ideal:
+        base = ideal["light"]["ttft"]["p99"]
+        ratio = p99 / base if p99 is not None and base else None
+        checks.append(("light TTFT p99 within 10x of ideal", f"{fmt(ratio)}x", _lt(ratio, 10.0)))
+    if fifo:
+        tps = _ratio(gw["backend_tokens_per_second"], fifo["backend_tokens_per_second"])
+        checks.append(("tokens/s >= 97% of FIFO", f"{fmt(tps, 100, 1)}%", _ge(tps, 0.97)))
+        span = _ratio(gw["power_makespan_seconds"], fifo["power_makespan_seconds"])
+        checks.append(("power makespan <= 1.05x FIFO", f"{fmt(span, 1, 3)}x", _le(span, 1.05)))
+    return checks
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _lt(a: float | None, b: float | None) -> bool | None:
+    return None if a is None or b is None else a < b
+
+
+def _le(a: float | None, b: float | None) -> bool | None:
+    return None if a is None or b is None else a <= b
+
+
+def _ge(a: float | None, b: float | None) -> bool | None:
+    return None if a is None or b is None else a >= b
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    head = (
+        "| way | light TTFT p50 / p95 / p99 (s) | light e2e p50 / p99 (s) | "
+        "power TTFT p50 / p99 (s) | power e2e p50 (s) | power makespan (s) | "
+        "tokens/s | busy | running / waiting | errors (light/power) |"
+    )
+    lines = [head, "|" + "---|" * 10]
+    for way, r in results.items():
+        lt, le, pt, pe = (
+            r["light"]["ttft"],
+            r["light"]["e2e"],
+            r["power"]["ttft"],
+            r["power"]["e2e"],
+        )
+        lines.append(
+            f"| {way} | {fmt(lt['p50'])} / {fmt(lt['p95'])} / {fmt(lt['p99'])} "
+            f"| {fmt(le['p50'])} / {fmt(le['p99'])} "
+            f"| {fmt(pt['p50'])} / {fmt(pt['p99'])} | {fmt(pe['p50'])} "
+            f"| {fmt(r['power_makespan_seconds'], 1, 1)} "
+            f"| {fmt(r['backend_tokens_per_second'], 1, 0)} "
+            f"| {fmt(r['backend_busy_fraction'], 100, 0)}% "
+            f"| {fmt(r['backend_mean_running'], 1, 1)} / {fmt(r['backend_mean_waiting'], 1, 1)} "
+            f"| {r['light']['errors']}/{r['power']['errors']} |"
+        )
+    lines += ["", "| target | measured | met |", "|---|---|---|"]
+    for name, measured, met in targets(results):
+        lines.append(
+            f"| {name} | {measured} | {'-' if met is None else ('yes' if met else 'NO')} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(results: dict[str, dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
+    for way, r in results.items():
+        points = r["light_timeline"]
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=way)
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("request sent at (s after the flood)")
+    ax.set_ylabel("light-user time to first token (s, log)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+async def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    results: dict[str, dict[str, Any]] = {}
+    for way in chosen_ways(args):
+        print(f"running {way} ...", file=sys.stderr, flush=True)
+        results[way] = await run_way(way, args)
+    if not args.no_plot:
+        plot(
+            results,
+            args.plot,
+            f"{args.power_requests} power streams vs {args.light_users} light users "
+            f"(max_num_seqs {args.max_num_seqs})",
+        )
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    if args.json:
+        slim = {w: {k: v for k, v in r.items() if k != "outcomes"} for w, r in results.items()}
+        checks = [{"target": t, "measured": m, "met": ok} for t, m, ok in targets(results)]
+        print(json.dumps({"settings": settings, "results": slim, "targets": checks}, indent=2))
+    else:
+        print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,157 @@
+"""Shared pieces of the gateway benchmarks: the load client, percentiles and process set-up.
+
+One asyncio process drives every request with one `httpx.AsyncClient` whose pool limits are set
+far above the load, so the client never queues requests itself. Everything runs on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.processes import Gateway  # noqa: E402
+
+MODEL = "demo-llama"
+
+
+def client(connections: int = 2048, timeout: float = 600.0) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        limits=httpx.Limits(
+            max_connections=connections,
+            max_keepalive_connections=connections,
+            keepalive_expiry=60.0,
+        ),
+        timeout=httpx.Timeout(timeout, connect=10.0, pool=timeout),
+    )
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(rank), math.ceil(rank)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def body(prompt: str, max_tokens: int, stream: bool, priority: int | None = None) -> dict:
+    data: dict[str, Any] = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "stream": stream,
+    }
+    if priority is not None:
+        data["priority"] = priority
+    return data
+
+
+def headers(key: str | None) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"} if key else {}
+
+
+@dataclass
+class Outcome:
+    """One streamed request, times in seconds relative to the run's start."""
+
+    cls: str
+    user: str
+    sent: float
+    ttft: float | None = None
+    e2e: float | None = None
+    tokens: int = 0
+    error: str | None = None
+
+
+async def stream_once(
+    http: httpx.AsyncClient, url: str, key: str | None, data: dict, outcome: Outcome, t0: float
+) -> Outcome:
+    """POST a streaming completion; the first token is the first event carrying content."""
+    start = time.monotonic()
+    outcome.sent = start - t0
+    try:
+        async with http.stream("POST", url, json=data, headers=headers(key)) as response:
+            if response.status_code != 200:
+                await response.aread()
+                outcome.error = f"{response.status_code} {response.text[:120]}"
+                return outcome
+            async for line in response.aiter_lines():
+                if line.startswith("data: {") and '"content"' in line:
+                    if outcome.ttft is None:
+                        outcome.ttft = time.monotonic() - start
+                    outcome.tokens += 1
+        outcome.e2e = time.monotonic() - start
+    except httpx.HTTPError as exc:
+        outcome.error = repr(exc)[:160]
+    return outcome
+
+
+def parse_samples(text: str) -> dict[str, float]:
+    """Prometheus text exposition: sample name -> value summed over label sets."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name_part, _, value = line.rpartition(" ")
+        name = name_part.split("{", 1)[0].strip()
+        try:
+            values[name] = values.get(name, 0.0) + float(value)
+        except ValueError:
+            continue
+    return values
+
+
+async def counters(http: httpx.AsyncClient, simulator_url: str) -> dict[str, float]:
+    response = await http.get(simulator_url + "/metrics", headers={"accept": "text/plain"})
+    return parse_samples(response.text)
+
+
+def generated_tokens(values: dict[str, float]) -> float:
+    """The simulator's own counter, else vLLM's."""
+    for name in ("simulator_generation_tokens_total", "vllm:generation_tokens_total"):
+        if name in values:
+            return values[name]
+    return 0.0
+
+
+def configure_gateway(
+    gw: Gateway,
+    tiers: dict[str, dict[str, Any]],
+    keys: list[tuple[str, str, str]],
+    backends: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, str]:
+    """Update tiers and backends and create keys in one manage call, before the gateway's first
+    request (it loads its configuration then). `keys` holds (user, tier name, app type); returns
+    user -> secret.
+    """
+    script = f"""
+import json
+from tenants.models import ApiKey, Backend, Tenant, Tier
+for name, values in {tiers!r}.items():
+    Tier.objects.filter(name=name).update(**values)
+for name, values in {backends or {}!r}.items():
+    Backend.objects.filter(name=name).update(**values)
+tenant = Tenant.objects.get(slug="demo")
+out = {{}}
+for user, tier, app in {keys!r}:
+    _, out[user] = ApiKey.objects.create_key(
+        tenant=tenant, user=user, tier_override=Tier.objects.get(name=tier), app_type=app
+    )
+print(json.dumps(out))
+"""
+    return json.loads(gw.manage("shell", "-c", script).strip().splitlines()[-1])
+
+
+def fmt(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
+    return "-" if value is None else f"{value * scale:.{digits}f}"
