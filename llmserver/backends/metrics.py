@@ -1,143 +1,178 @@
-"""Backend Prometheus text -> `scheduling.backend_state.BackendMetrics`, per backend kind.
+"""Backend metrics: parse a Prometheus exposition and map each kind's names onto one state.
 
-Parsing is prometheus-client's own text parser. Each kind maps its metric names onto the fields,
-trying current names before old ones (vLLM renamed `gpu_cache_usage_perc` and
-`time_per_output_token_seconds`). Rules, chosen once here:
-
-1. waiting / running: summed over every label set (several engines or models behind one URL).
-2. KV-cache usage: the highest over label sets, because one full engine already preempts.
-   TGI has no usage gauge; it is `tgi_batch_current_max_tokens / tgi_batch_max_total_tokens`.
-3. TPOT and TTFT: mean over the last window, delta(sum) / delta(count) of the histogram between
-   this scrape and the previous one. None when the window saw no new observations (no evidence of
-   slowness) and on the first scrape. A count that went down means the backend restarted: the
-   window is then everything since the restart.
-4. A missing series leaves its field None; an unknown kind has no mapping and is refused.
+Parsing uses prometheus-client's text parser. Gauges are summed over label sets (engines, ranks).
+Time per output token and time to first token are means over the last scrape window, from the
+deltas of the histogram's sum and count between two scrapes, never the all-time mean; a window
+with no new observations gives None (no evidence of slowness).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
+import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduling.backend_state import BackendMetrics
+from scheduling import BackendMetrics
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class MetricNames:
-    waiting: tuple[str, ...] = ()
-    running: tuple[str, ...] = ()
-    kv_cache_usage: tuple[str, ...] = ()
-    kv_tokens_used: str | None = None
-    kv_tokens_total: str | None = None
-    tpot: tuple[str, ...] = ()
-    ttft: tuple[str, ...] = ()
+class KindNames:
+    """Where each value lives for one backend kind; the first name present wins."""
+
+    waiting: tuple[str, ...]
+    running: tuple[str, ...]
+    kv_usage: tuple[str, ...]
+    tpot: tuple[str, ...]  # histogram base names
+    ttft: tuple[str, ...]
+    kv_used_over_total: tuple[str, str] | None = None
 
 
-NAMES: dict[str, MetricNames] = {
-    "vllm": MetricNames(
+NAMES = {
+    # vLLM renamed gpu_cache_usage_perc and time_per_output_token_seconds; new names first.
+    "vllm": KindNames(
         waiting=("vllm:num_requests_waiting",),
         running=("vllm:num_requests_running",),
-        kv_cache_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         tpot=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
         ttft=("vllm:time_to_first_token_seconds",),
     ),
-    "tgi": MetricNames(
+    "tgi": KindNames(
         waiting=("tgi_queue_size",),
         running=("tgi_batch_current_size",),
-        kv_tokens_used="tgi_batch_current_max_tokens",
-        kv_tokens_total="tgi_batch_max_total_tokens",
+        kv_usage=(),
         tpot=("tgi_request_mean_time_per_token_duration",),
+        ttft=(),
+        kv_used_over_total=("tgi_batch_current_max_tokens", "tgi_batch_max_total_tokens"),
     ),
-    "sglang": MetricNames(
+    "sglang": KindNames(
         waiting=("sglang:num_queue_reqs",),
         running=("sglang:num_running_reqs",),
-        kv_cache_usage=("sglang:token_usage",),
+        kv_usage=("sglang:token_usage",),
         tpot=("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
         ttft=("sglang:time_to_first_token_seconds",),
     ),
 }
-SCRAPED_KINDS = tuple(NAMES)
 
 
-@dataclass(slots=True)
-class Exposition:
-    """Gauge values per label set and histogram (sum, count) totals, by family name."""
-
-    gauges: dict[str, list[float]] = field(default_factory=dict)
-    histograms: dict[str, tuple[float, float]] = field(default_factory=dict)
-
-
-def parse_exposition(text: str) -> Exposition:
-    """Raises ValueError on text that is not Prometheus exposition format."""
-    out = Exposition()
+def parse_samples(text: str) -> dict[str, float]:
+    """Sample name -> value summed over label sets (buckets and `_created` left out)."""
+    values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
-        if family.type == "histogram":
-            total = sum(s.value for s in family.samples if s.name == f"{family.name}_sum")
-            count = sum(s.value for s in family.samples if s.name == f"{family.name}_count")
-            out.histograms[family.name] = (total, count)
-        elif family.type in ("gauge", "unknown", "untyped"):
-            values = [s.value for s in family.samples if s.name == family.name]
-            if values:
-                out.gauges[family.name] = values
-    return out
+        for sample in family.samples:
+            if sample.name.endswith(("_bucket", "_created")):
+                continue
+            values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
+    return values
 
 
-def _first(expo: Exposition, names: tuple[str, ...]) -> list[float] | None:
+def _first(values: dict[str, float], names: tuple[str, ...]) -> float | None:
     for name in names:
-        if name in expo.gauges:
-            return expo.gauges[name]
+        if name in values:
+            return values[name]
     return None
 
 
-def _window_mean(prev: tuple[float, float] | None, now: tuple[float, float]) -> float | None:
-    if prev is None:
+def _histogram(values: dict[str, float], names: tuple[str, ...]) -> tuple[float, float] | None:
+    for name in names:
+        if name + "_count" in values and name + "_sum" in values:
+            return values[name + "_sum"], values[name + "_count"]
+    return None
+
+
+def window_mean(
+    previous: tuple[float, float] | None, current: tuple[float, float] | None
+) -> float | None:
+    if previous is None or current is None:
         return None
-    d_sum, d_count = now[0] - prev[0], now[1] - prev[1]
-    if d_count < 0:  # counters reset: the backend restarted
-        d_sum, d_count = now
-    return d_sum / d_count if d_count > 0 else None
+    d_sum, d_count = current[0] - previous[0], current[1] - previous[1]
+    if d_count <= 0 or d_sum < 0:
+        return None  # no new observations, or the backend restarted and its counters reset
+    return d_sum / d_count
 
 
 class MetricsReader:
-    """Turns consecutive scrapes of one backend into BackendMetrics; keeps the previous
-    histogram totals, so one reader belongs to one backend."""
+    """Turns successive scrapes of one backend into `BackendMetrics`; keeps the last histograms."""
 
     def __init__(self, kind: str) -> None:
         if kind not in NAMES:
-            raise ValueError(f"no metrics mapping for backend kind {kind!r}")
-        self.kind, self.names = kind, NAMES[kind]
-        self._previous: dict[str, tuple[float, float]] = {}
+            raise ValueError(f"no metric names for backend kind {kind!r}")
+        self.names = NAMES[kind]
+        self._tpot: tuple[float, float] | None = None
+        self._ttft: tuple[float, float] | None = None
 
-    def read(self, text: str, scraped_at: float) -> BackendMetrics:
-        expo = parse_exposition(text)
-        waiting = _first(expo, self.names.waiting)
-        running = _first(expo, self.names.running)
-        return BackendMetrics(
-            waiting=float(sum(waiting)) if waiting is not None else None,
-            running=float(sum(running)) if running is not None else None,
-            kv_cache_usage=self._kv_usage(expo),
-            tpot_seconds=self._window(expo, self.names.tpot),
-            ttft_seconds=self._window(expo, self.names.ttft),
+    def read(self, text: str, now: float) -> BackendMetrics:
+        values = parse_samples(text)
+        n = self.names
+        kv = _first(values, n.kv_usage)
+        if kv is None and n.kv_used_over_total is not None:
+            used, total = (values.get(name) for name in n.kv_used_over_total)
+            kv = used / total if used is not None and total else None
+        tpot, ttft = _histogram(values, n.tpot), _histogram(values, n.ttft)
+        metrics = BackendMetrics(
+            waiting=_first(values, n.waiting),
+            running=_first(values, n.running),
+            kv_cache_usage=kv,
+            tpot_seconds=window_mean(self._tpot, tpot),
+            ttft_seconds=window_mean(self._ttft, ttft),
             healthy=True,
-            scraped_at=scraped_at,
+            scraped_at=now,
         )
+        self._tpot, self._ttft = tpot, ttft
+        return metrics
 
-    def _kv_usage(self, expo: Exposition) -> float | None:
-        usage = _first(expo, self.names.kv_cache_usage)
-        if usage is not None:
-            return float(max(usage))
-        used = expo.gauges.get(self.names.kv_tokens_used or "")
-        total = expo.gauges.get(self.names.kv_tokens_total or "")
-        if used and total and sum(total) > 0:
-            return min(1.0, sum(used) / sum(total))
-        return None
 
-    def _window(self, expo: Exposition, names: tuple[str, ...]) -> float | None:
-        for name in names:
-            if name in expo.histograms:
-                now = expo.histograms[name]
-                mean = _window_mean(self._previous.get(name), now)
-                self._previous[name] = now
-                return mean
-        return None
+class MetricsPoller:
+    """Scrapes one backend on an interval; after `failures_before_unhealthy` failures in a row it
+    reports the backend unhealthy, and the next good scrape brings it back."""
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        url: str,
+        client: httpx.AsyncClient,
+        on_metrics: Callable[[str, BackendMetrics], None],
+        interval: float = 0.25,
+        timeout: float = 1.0,
+        failures_before_unhealthy: int = 3,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name, self.url, self.client = name, url, client
+        self.reader = MetricsReader(kind)
+        self.on_metrics = on_metrics
+        self.interval, self.timeout = interval, timeout
+        self.failures_before_unhealthy = failures_before_unhealthy
+        self.clock = clock
+        self.failures = 0
+
+    async def scrape_once(self) -> BackendMetrics | None:
+        try:
+            # Asking for OpenMetrics would change vLLM's answer format.
+            response = await self.client.get(
+                self.url, headers={"accept": "text/plain"}, timeout=self.timeout
+            )
+            response.raise_for_status()
+            metrics = self.reader.read(response.text, self.clock())
+        except (httpx.HTTPError, ValueError) as exc:
+            self.failures += 1
+            log.debug("scraping %s failed (%d in a row): %r", self.name, self.failures, exc)
+            if self.failures < self.failures_before_unhealthy:
+                return None
+            metrics = BackendMetrics(healthy=False, scraped_at=self.clock())
+        else:
+            self.failures = 0
+        self.on_metrics(self.name, metrics)
+        return metrics
+
+    async def run(self) -> None:
+        while True:
+            started = self.clock()
+            await self.scrape_once()
+            await asyncio.sleep(max(0.0, self.interval - (self.clock() - started)))

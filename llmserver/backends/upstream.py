@@ -1,10 +1,7 @@
-"""The gateway's HTTP client for one backend: pooled, streaming, with errors that say whether a
-retry on another backend is safe.
+"""The upstream client: one pooled httpx.AsyncClient per backend, streaming without buffering.
 
-One `httpx.AsyncClient` per backend with explicit limits (httpx's default of 100 connections
-would silently cap concurrency) and a read timeout sized for long generations. `stream_chat`
-yields the upstream bytes as they arrive; closing the iterator closes the response, which drops
-the connection, and vLLM aborts the request on disconnect.
+Failures become `BackendError`, which says whether a retry on another backend is safe: only
+while nothing has been streamed to the client yet.
 """
 
 from __future__ import annotations
@@ -15,12 +12,12 @@ from typing import Any
 
 import httpx
 
+# Backends whose OpenAI server reads a request-level integer `priority` (lower first).
 PRIORITY_KINDS = frozenset({"vllm", "sglang"})
+_PASS_HEADERS = ("content-type",)
 
 
 class BackendError(Exception):
-    """`retryable` is True only when nothing reached the client yet, so another backend may try."""
-
     def __init__(
         self,
         message: str,
@@ -29,24 +26,29 @@ class BackendError(Exception):
         body: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
-        self.message, self.retryable, self.status, self.body = message, retryable, status, body
+        self.message = message
+        self.retryable = retryable
+        self.status = status
+        self.body = body
 
 
-def _error_body(raw: bytes) -> dict[str, Any] | None:
+def _error_from_response(status: int, raw: bytes) -> BackendError:
     try:
         body = json.loads(raw)
     except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
-
-
-def _message(status: int, body: dict[str, Any] | None) -> str:
-    err = (body or {}).get("error")
-    if isinstance(err, dict) and err.get("message"):
-        return str(err["message"])
-    if isinstance(err, str):  # TGI: {"error": "...", "error_type": "..."}
-        return err
-    return f"upstream answered {status}"
+        body = None
+    message = f"upstream answered {status}"
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            message = err["message"]
+        elif isinstance(err, str):
+            message = err  # TGI: {"error": "...", "error_type": "..."}
+        elif isinstance(body.get("message"), str):
+            message = body["message"]
+    # 429 and 5xx mean "this backend, now": another backend may well take it.
+    retryable = status == 429 or status >= 500
+    return BackendError(message, retryable, status, body if isinstance(body, dict) else None)
 
 
 class UpstreamClient:
@@ -61,87 +63,67 @@ class UpstreamClient:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.kind = kind
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.AsyncClient(
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             headers=headers,
+            # httpx's default of 100 connections would silently cap concurrency per backend.
             limits=httpx.Limits(
                 max_connections=max_connections,
-                max_keepalive_connections=max_connections,
+                max_keepalive_connections=min(max_connections, 256),
                 keepalive_expiry=30.0,
             ),
-            # pool: waiting for a free connection is bounded by connect_timeout too.
+            # Long streams: a generous read timeout between chunks, a short connect timeout.
             timeout=httpx.Timeout(
-                connect=connect_timeout,
-                read=read_timeout,
-                write=connect_timeout,
-                pool=connect_timeout,
+                connect=connect_timeout, read=read_timeout, write=30.0, pool=connect_timeout
             ),
             transport=transport,
         )
 
-    def body_for(self, body: dict[str, Any], priority: int | None) -> dict[str, Any]:
-        """vLLM (and SGLang) take an integer `priority`, lower first; others never see it."""
-        out = {k: v for k, v in body.items() if k != "priority"}
+    def _body(self, body: dict[str, Any], priority: int | None) -> dict[str, Any]:
         if priority is not None and self.kind in PRIORITY_KINDS:
-            out["priority"] = int(priority)
-        return out
-
-    async def stream_chat(
-        self, path: str, body: dict[str, Any], priority: int | None = None
-    ) -> AsyncIterator[bytes]:
-        """Yield raw SSE bytes as they arrive. A failure before the first chunk is retryable,
-        one after it is not. `aclose()` on the iterator aborts the upstream request."""
-        request = self.client.build_request("POST", path, json=self.body_for(body, priority))
-        try:
-            response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise BackendError(f"cannot reach backend: {exc!r}", retryable=True) from exc
-        streamed = False
-        try:
-            if response.status_code >= 400:
-                raw = await response.aread()
-                parsed = _error_body(raw)
-                raise BackendError(
-                    _message(response.status_code, parsed),
-                    retryable=response.status_code >= 500,
-                    status=response.status_code,
-                    body=parsed,
-                )
-            async for chunk in response.aiter_raw():
-                streamed = True
-                yield chunk
-        except httpx.HTTPError as exc:
-            raise BackendError(
-                f"backend stream failed: {exc!r}",
-                retryable=not streamed,
-                status=response.status_code,
-            ) from exc
-        finally:
-            await response.aclose()
+            return {**body, "priority": priority}
+        return body
 
     async def complete(
         self, path: str, body: dict[str, Any], priority: int | None = None
     ) -> tuple[int, dict[str, Any]]:
-        """A non-streaming call. Errors with a body are returned; only transport failures and
-        5xx raise (retryable: nothing has reached the client)."""
         try:
-            response = await self.client.post(path, json=self.body_for(body, priority))
+            response = await self.http.post(path, json=self._body(body, priority))
+        except httpx.TimeoutException as exc:
+            raise BackendError(f"timed out: {exc!r}", retryable=False) from None
         except httpx.HTTPError as exc:
-            raise BackendError(f"cannot reach backend: {exc!r}", retryable=True) from exc
-        parsed = _error_body(response.content)
-        if response.status_code >= 500:
-            raise BackendError(
-                _message(response.status_code, parsed),
-                retryable=True,
-                status=response.status_code,
-                body=parsed,
-            )
-        if parsed is None:
-            raise BackendError(
-                "backend answered with a non-JSON body", retryable=True, status=response.status_code
-            )
-        return response.status_code, parsed
+            raise BackendError(f"unreachable: {exc!r}", retryable=True) from None
+        if response.status_code >= 400:
+            raise _error_from_response(response.status_code, response.content)
+        try:
+            data = response.json()
+        except ValueError:
+            raise BackendError("the backend answered with invalid JSON", retryable=False) from None
+        return response.status_code, data
+
+    async def stream_chat(
+        self, path: str, body: dict[str, Any], priority: int | None = None
+    ) -> AsyncIterator[bytes]:
+        """Yield the raw SSE bytes as they arrive; closing the generator aborts the request."""
+        request = self.http.build_request("POST", path, json=self._body(body, priority))
+        try:
+            response = await self.http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise BackendError(f"unreachable: {exc!r}", retryable=True) from None
+        try:
+            if response.status_code >= 400:
+                raise _error_from_response(response.status_code, await response.aread())
+            sent = False
+            try:
+                async for chunk in response.aiter_raw():
+                    if chunk:
+                        sent = True
+                        yield chunk
+            except httpx.HTTPError as exc:
+                raise BackendError(f"the stream broke: {exc!r}", retryable=not sent) from None
+        finally:
+            await response.aclose()
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        await self.http.aclose()

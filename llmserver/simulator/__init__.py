@@ -1,1 +1,0 @@
-"""A backend simulator that behaves like vLLM under load, for machines without a GPU."""
