@@ -20,9 +20,9 @@ from django.utils import timezone
 from llmserver.api.errors import ApiError, error_body, rate_limited
 from llmserver.api.sse import DONE, EventSplitter, frame, is_usage_only, usage_of
 from llmserver.api.validation import CompletionRequest
+from llmserver.backends.upstream import BackendError
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
-from llmserver.runtime.upstream import BackendError
 from llmserver.runtime.usage import UsageDraft
 from scheduling import (
     BATCH,

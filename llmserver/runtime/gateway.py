@@ -18,11 +18,11 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from llmserver.backends.metrics import MetricsPoller
+from llmserver.backends.upstream import UpstreamClient
 from llmserver.runtime.config import GatewayConfig, load_gateway_config
 from llmserver.runtime.keys import KeyCache
 from llmserver.runtime.observability import GatewayMetrics
-from llmserver.runtime.scrape import MetricsPoller
-from llmserver.runtime.upstream import UpstreamClient
 from llmserver.runtime.usage import UsageWriter
 from scheduling import CostUnit, SchedulerService
 

@@ -41,7 +41,8 @@ async def test_two_requests_in_sequence_stream_on_one_socket(gateway, world):
         messages = await collect(ws, request_id)
         assert messages[0]["type"] == "start" and messages[-1]["type"] == "done"
         chunks = [m["data"] for m in messages if m["type"] == "chunk"]
-        assert len(chunks) == 3 and chunks[0]["choices"][0]["delta"]["content"]
+        texts = [c["choices"][0]["delta"].get("content") for c in chunks if c["choices"]]
+        assert len([t for t in texts if t]) == 3
     await ws.disconnect()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmserver.runtime.scrape import MetricsPoller, MetricsReader, window_mean
+from llmserver.backends.metrics import MetricsPoller, MetricsReader, window_mean
 from scheduling import BackendMetrics
 from tests.support.processes import start_simulator
 

@@ -40,7 +40,7 @@ async def test_a_disconnect_aborts_the_sequence_and_frees_its_slot(simulator) ->
     async with httpx.AsyncClient(timeout=10) as client:
         events = [asyncio.Event() for _ in range(3)]
         streams = [asyncio.create_task(_hold_stream(client, sim.url, e)) for e in events]
-        await asyncio.gather(events[0].wait(), events[1].wait())
+        await asyncio.wait_for(asyncio.gather(events[0].wait(), events[1].wait()), 10)
         aborts = 'vllm:request_success_total{engine="0",finished_reason="abort"'
         assert await counter(client, sim, aborts) == 0
         streams[0].cancel()
@@ -63,7 +63,7 @@ async def test_running_count_drops_when_every_client_disconnects(simulator) -> N
     async with httpx.AsyncClient(timeout=10) as client:
         events = [asyncio.Event() for _ in range(2)]
         streams = [asyncio.create_task(_hold_stream(client, sim.url, e)) for e in events]
-        await asyncio.gather(*(e.wait() for e in events))
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in events)), 10)
         assert (await read_metrics(client, sim)).running == 2
         for task in streams:
             task.cancel()

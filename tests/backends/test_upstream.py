@@ -7,7 +7,7 @@ import json
 import httpx
 import pytest
 
-from llmserver.runtime.upstream import BackendError, UpstreamClient
+from llmserver.backends.upstream import BackendError, UpstreamClient
 
 
 def client_for(kind: str, handler) -> UpstreamClient:

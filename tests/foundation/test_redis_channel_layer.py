@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 
@@ -38,7 +39,7 @@ async def test_a_group_message_crosses_the_redis_channel_layer(settings):
         channel = await layer.new_channel()
         await layer.group_add("dashboard-test", channel)
         await layer.group_send("dashboard-test", {"type": "snapshot", "at": 1.0})
-        assert await layer.receive(channel) == {"type": "snapshot", "at": 1.0}
+        assert await asyncio.wait_for(layer.receive(channel), 5) == {"type": "snapshot", "at": 1.0}
         await layer.group_discard("dashboard-test", channel)
     finally:
         await layer.flush()
