@@ -61,14 +61,21 @@ NAMES = {
 }
 
 
-def parse_samples(text: str) -> dict[str, float]:
-    """Sample name -> value summed over label sets (buckets and `_created` left out)."""
+def parse_samples(text: str, highest: frozenset[str] = frozenset()) -> dict[str, float]:
+    """Sample name -> value summed over label sets (engines, ranks), or the highest of them for
+    the names in `highest` (a usage fraction does not add up). Buckets and `_created` left out."""
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name.endswith(("_bucket", "_created")):
                 continue
-            values[sample.name] = values.get(sample.name, 0.0) + float(sample.value)
+            value, seen = float(sample.value), values.get(sample.name)
+            if seen is None:
+                values[sample.name] = value
+            elif sample.name in highest:
+                values[sample.name] = max(seen, value)
+            else:
+                values[sample.name] = seen + value
     return values
 
 
@@ -108,7 +115,7 @@ class MetricsReader:
         self._ttft: tuple[float, float] | None = None
 
     def read(self, text: str, now: float) -> BackendMetrics:
-        values = parse_samples(text)
+        values = parse_samples(text, frozenset(self.names.kv_usage))
         n = self.names
         kv = _first(values, n.kv_usage)
         if kv is None and n.kv_used_over_total is not None:

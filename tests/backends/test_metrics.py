@@ -56,6 +56,7 @@ vllm:num_requests_waiting{{engine="0",model_name="m"}} 1.0
 vllm:num_requests_waiting{{engine="1",model_name="m"}} 2.0
 # TYPE vllm:{kv} gauge
 vllm:{kv}{{engine="0",model_name="m"}} 0.5
+vllm:{kv}{{engine="1",model_name="m"}} 0.25
 # TYPE vllm:{itl} histogram
 vllm:{itl}_bucket{{engine="0",le="+Inf",model_name="m"}} {itl_count}
 vllm:{itl}_count{{engine="0",model_name="m"}} {itl_count}
@@ -78,7 +79,7 @@ def test_a_window_without_tokens_gives_no_tpot_and_a_reset_counter_is_not_negati
     assert window_mean((1.0, 10), (2.0, 20)) == pytest.approx(0.1)
 
 
-def test_gauges_are_summed_over_engines_and_old_vllm_names_still_work():
+def test_queues_are_summed_over_engines_kv_usage_is_the_highest_and_old_names_work():
     m = MetricsReader("vllm").read(exposition(1.0, 10, old_names=True), now=1.0)
     assert m.waiting == 3.0 and m.kv_cache_usage == 0.5
 

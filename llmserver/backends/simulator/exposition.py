@@ -85,6 +85,9 @@ class SimulatorCollector(Collector):
             s.busy_seconds,
             created,
         )
+        yield _counter(
+            "simulator_requests_received", "Requests the engine accepted.", {}, s.received, created
+        )
 
     def _vllm(self) -> Iterator[Metric]:
         e, s = self.engine, self.engine.stats
