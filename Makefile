@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 SIM_PORT ?= 8100
 
-.PHONY: run test lint format install clean browser
+.PHONY: run test lint format install clean browser bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict scheduling
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python bench/scheduler.py
+	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/fairness.py
 
 format: $(STAMP)
 	$(BIN)/ruff format .
