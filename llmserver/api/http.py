@@ -13,6 +13,7 @@ import logging
 import uuid
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
@@ -57,6 +58,15 @@ class JsonHttpConsumer(AsyncHttpConsumer):
         if request_id:
             headers["x-request-id"] = request_id
         await self.send_json(exc.status, exc.body(), headers)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' own dispatch first runs `close_old_connections` in the sync thread for every
+        message: a thread hop per request. These consumers never use the database from that
+        thread (their queries run in worker threads), so the message goes straight through."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     def method_allowed(self) -> ApiError | None:
         if self.scope["method"] in self.methods:

@@ -15,6 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 
 from tenants.models import ApiKey, CostRule, UsageRecord
 
@@ -84,15 +85,17 @@ def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
 
 
 def write(drafts: list[UsageDraft]) -> int:
+    """One transaction per batch: one commit (an fsync on SQLite) instead of one per statement."""
     records = price(drafts)
-    UsageRecord.objects.bulk_create(records, batch_size=500, ignore_conflicts=True)
     last_used: dict[int, datetime] = {}
     for d in drafts:
         if d.api_key_id is not None:
             stamp = d.finished_at or d.queued_at
             last_used[d.api_key_id] = max(stamp, last_used.get(d.api_key_id, stamp))
-    for key_id, stamp in last_used.items():
-        ApiKey.objects.filter(pk=key_id).update(last_used_at=stamp)
+    with transaction.atomic():
+        UsageRecord.objects.bulk_create(records, batch_size=500, ignore_conflicts=True)
+        for key_id, stamp in last_used.items():
+            ApiKey.objects.filter(pk=key_id).update(last_used_at=stamp)
     return len(records)
 
 
