@@ -74,10 +74,15 @@ class Outcome:
     error: str | None = None
 
 
+def has_text(line: str) -> bool:
+    """A chunk with generated text: role-only chunks with empty content are not tokens."""
+    return '"content"' in line and '"content":""' not in line and '"content": ""' not in line
+
+
 async def stream_once(
     http: httpx.AsyncClient, url: str, key: str | None, data: dict, outcome: Outcome, t0: float
 ) -> Outcome:
-    """POST a streaming completion; the first token is the first event carrying content."""
+    """POST a streaming completion; the first token is the first event carrying text."""
     start = time.monotonic()
     outcome.sent = start - t0
     try:
@@ -87,7 +92,7 @@ async def stream_once(
                 outcome.error = f"{response.status_code} {response.text[:120]}"
                 return outcome
             async for line in response.aiter_lines():
-                if line.startswith("data: {") and '"content"' in line:
+                if line.startswith("data: {") and has_text(line):
                     if outcome.ttft is None:
                         outcome.ttft = time.monotonic() - start
                     outcome.tokens += 1

@@ -1,0 +1,257 @@
+"""Gateway overhead benchmark: what one gateway process costs in front of a near-instant backend.
+
+The simulator runs with a near-zero step time and room for 1024 sequences, so almost all of the
+time measured is HTTP and gateway work. Each phase runs straight to the simulator and then
+through the gateway, side by side in one invocation:
+
+  c1      one request at a time, non-streaming: latency p50/p99, and the gateway's added latency
+  c64     64 concurrent closed-loop clients, non-streaming: latency and requests/s
+  stream  64 concurrent clients, streaming `--stream-tokens` tokens: SSE chunks/s
+
+Also reported: CPU seconds per request of the gateway and simulator processes (from /proc).
+The load generator is one asyncio process with a minimal HTTP/1.1 client (bench/rawhttp.py); it
+competes with the gateway and the simulator for this machine's cores, so read the figures as
+ratios from one run. `--profile out.txt` records the gateway with py-spy during one phase.
+
+    .venv/bin/python bench/overhead.py
+    .venv/bin/python bench/overhead.py --duration 5 --json
+    .venv/bin/python bench/overhead.py --phases c64 --profile /tmp/gw.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from loadgen import body, configure_gateway, fmt, percentile
+from rawhttp import Connection, build_request
+
+from tests.support.processes import Database, start_gateway, start_simulator
+
+PATH = "/v1/chat/completions"
+PHASES = ("c1", "c64", "stream")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--duration", type=float, default=8.0, help="Seconds per phase and target.")
+    p.add_argument("--warmup", type=float, default=1.0)
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--max-tokens", type=int, default=4, help="Non-streaming completion length.")
+    p.add_argument("--stream-tokens", type=int, default=64)
+    p.add_argument("--phases", default=",".join(PHASES))
+    p.add_argument(
+        "--usage-flush-interval",
+        default="1.0",
+        help="USAGE_FLUSH_INTERVAL for the gateway: the production default (start_gateway's "
+        "own default is the tests' 0.1 s).",
+    )
+    p.add_argument("--daphne-args", default="", help='Extra daphne flags, e.g. "-v 0".')
+    p.add_argument("--profile", type=Path, help="py-spy raw output for the gateway.")
+    p.add_argument("--profile-phase", default="c64", choices=PHASES)
+    p.add_argument("--json", action="store_true")
+    return p.parse_args(argv)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+async def worker(
+    url: str, request: bytes, deadline: float, latencies: list[float], counts: list[int]
+) -> None:
+    conn = Connection(url)
+    try:
+        while time.perf_counter() < deadline:
+            start = time.perf_counter()
+            status, _size, events = await conn.send(request)
+            if status != 200:
+                counts[1] += 1
+                continue
+            latencies.append(time.perf_counter() - start)
+            counts[0] += 1
+            counts[2] += events
+    finally:
+        await conn.close()
+
+
+async def drive(url: str, request: bytes, concurrency: int, seconds: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    counts = [0, 0, 0]  # ok, errors, SSE events
+    start = time.perf_counter()
+    deadline = start + seconds
+    await asyncio.gather(
+        *(worker(url, request, deadline, latencies, counts) for _ in range(concurrency))
+    )
+    wall = time.perf_counter() - start
+    return {
+        "requests": counts[0],
+        "errors": counts[1],
+        "requests_per_second": counts[0] / wall,
+        "chunks_per_second": counts[2] / wall,
+        "p50_ms": (percentile(latencies, 50) or 0) * 1000,
+        "p99_ms": (percentile(latencies, 99) or 0) * 1000,
+        "wall": wall,
+    }
+
+
+def phase_request(phase: str, url: str, key: str | None, args: argparse.Namespace) -> bytes:
+    if phase == "stream":
+        return build_request(url, PATH, body("Stream to me.", args.stream_tokens, True), key)
+    return build_request(url, PATH, body("Say hello.", args.max_tokens, False), key)
+
+
+async def run_phase(
+    phase: str,
+    target: str,
+    url: str,
+    key: str | None,
+    pids: dict[str, int],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    request = phase_request(phase, url, key, args)
+    concurrency = 1 if phase == "c1" else args.concurrency
+    await drive(url, request, concurrency, args.warmup)
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    profiler = None
+    if args.profile and target == "gateway" and phase == args.profile_phase:
+        profiler = start_profiler(pids["gateway"], args.profile, args.duration)
+    result = await drive(url, request, concurrency, args.duration)
+    if profiler is not None:
+        profiler.wait(timeout=args.duration + 30)
+    for name, pid in pids.items():
+        used = cpu_seconds(pid) - before[name]
+        result[f"{name}_cpu_ms_per_request"] = used * 1000 / max(result["requests"], 1)
+        result[f"{name}_cpu_fraction"] = used / result["wall"]
+    return result
+
+
+def start_profiler(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
+    py_spy = str(Path(sys.executable).with_name("py-spy"))
+    command = [py_spy, "record", "--pid", str(pid), "--duration", str(int(seconds))]
+    command += ["--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def gateway_setup() -> tuple[dict, list]:
+    tiers = {
+        "interactive": {
+            "max_concurrent_per_user": 100_000,
+            "max_queued_per_user": 100_000,
+            "queue_timeout_seconds": 600.0,
+        }
+    }
+    return tiers, [("bench", "interactive", "chat")]
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    phases = [p.strip() for p in args.phases.split(",") if p.strip()]
+    sim = start_simulator(
+        *("--max-num-seqs", "1024", "--base-step-ms", "0.05", "--per-seq-ms", "0"),
+        *("--prefill-ms-per-token", "0", "--scheduling-policy", "fcfs", "--model", "demo-llama"),
+        quiet=True,
+    )
+    tmp = tempfile.TemporaryDirectory(prefix="bench-overhead-")
+    db = gw = None
+    try:
+        db = Database(Path(tmp.name))
+        gw = start_gateway(
+            db.url,
+            sim.url,
+            {"USAGE_FLUSH_INTERVAL": args.usage_flush_interval},
+            daphne_args=args.daphne_args.split(),
+            quiet=True,
+        )
+        tiers, keys = gateway_setup()
+        secret = configure_gateway(gw, tiers, keys, {"simulator": {"max_in_flight": 100_000}})
+        targets = {
+            "direct": (sim.url, None, {"simulator": sim.process.pid}),
+            "gateway": (
+                gw.url,
+                secret["bench"],
+                {"simulator": sim.process.pid, "gateway": gw.process.pid},
+            ),
+        }
+        results: dict[str, Any] = {}
+        for phase in phases:
+            for target, (url, key, pids) in targets.items():
+                print(f"{phase} {target} ...", file=sys.stderr, flush=True)
+                results.setdefault(phase, {})[target] = await run_phase(
+                    phase, target, url, key, pids, args
+                )
+        return results
+    finally:
+        if gw is not None:
+            gw.stop()
+        if db is not None:
+            db.drop()
+        sim.stop()
+        tmp.cleanup()
+
+
+def ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = [
+        "| phase | target | req/s | chunks/s | p50 ms | p99 ms | gateway CPU ms/req "
+        "| simulator CPU ms/req | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for phase, by_target in results.items():
+        for target, r in by_target.items():
+            lines.append(
+                f"| {phase} | {target} | {r['requests_per_second']:.0f} "
+                f"| {r['chunks_per_second']:.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} "
+                f"| {fmt(r.get('gateway_cpu_ms_per_request'), 1, 3)} "
+                f"| {fmt(r.get('simulator_cpu_ms_per_request'), 1, 3)} | {r['errors']} |"
+            )
+    lines += ["", "| phase | added p50 ms | added p99 ms | req/s ratio | chunks/s ratio |"]
+    lines.append("|---|---|---|---|---|")
+    for phase, s in summary(results).items():
+        lines.append(
+            f"| {phase} | {s['added_p50_ms']:.2f} | {s['added_p99_ms']:.2f} "
+            f"| {fmt(s['requests_per_second_ratio'], 1, 3)} "
+            f"| {fmt(s['chunks_per_second_ratio'], 1, 3)} |"
+        )
+    return "\n".join(lines)
+
+
+def summary(results: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for phase, by_target in results.items():
+        d, g = by_target["direct"], by_target["gateway"]
+        out[phase] = {
+            "added_p50_ms": g["p50_ms"] - d["p50_ms"],
+            "added_p99_ms": g["p99_ms"] - d["p99_ms"],
+            "requests_per_second_ratio": ratio(g["requests_per_second"], d["requests_per_second"]),
+            "chunks_per_second_ratio": ratio(g["chunks_per_second"], d["chunks_per_second"]),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    results = asyncio.run(run(args))
+    if args.json:
+        settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+        out = {"settings": settings, "results": results, "summary": summary(results)}
+        print(json.dumps(out, indent=2))
+    else:
+        print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
