@@ -19,6 +19,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from llmserver.backends.metrics import parse_samples  # noqa: E402  (prometheus-client's parser)
 from tests.support.processes import Gateway  # noqa: E402
 
 MODEL = "demo-llama"
@@ -100,21 +101,6 @@ async def stream_once(
     except httpx.HTTPError as exc:
         outcome.error = repr(exc)[:160]
     return outcome
-
-
-def parse_samples(text: str) -> dict[str, float]:
-    """Prometheus text exposition: sample name -> value summed over label sets."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name_part, _, value = line.rpartition(" ")
-        name = name_part.split("{", 1)[0].strip()
-        try:
-            values[name] = values.get(name, 0.0) + float(value)
-        except ValueError:
-            continue
-    return values
 
 
 async def counters(http: httpx.AsyncClient, simulator_url: str) -> dict[str, float]:
