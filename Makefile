@@ -19,10 +19,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-run: $(STAMP)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py demo --simulator-url http://$(HOST):$(SIM_PORT)
-	$(BIN)/python manage.py rungateway --host $(HOST) --port $(PORT) --simulator-port $(SIM_PORT)
+# A local secret kept across runs, so admin sessions survive a restart of `make run`.
+.dev-secret: | $(BIN)/python
+	$(BIN)/python -c "import secrets; print(secrets.token_urlsafe(48))" > $@
+
+run: $(STAMP) .dev-secret
+	SECRET_KEY=$$(cat .dev-secret) $(BIN)/python manage.py migrate --noinput
+	SECRET_KEY=$$(cat .dev-secret) $(BIN)/python manage.py demo --simulator-url http://$(HOST):$(SIM_PORT)
+	SECRET_KEY=$$(cat .dev-secret) $(BIN)/python manage.py rungateway --host $(HOST) --port $(PORT) --simulator-port $(SIM_PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
