@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -65,12 +66,16 @@ def start_simulator(
         str(speed),
         *args,
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # stderr goes to a file, not a pipe: an unread pipe fills up (daphne logs every abort) and
+    # then blocks the simulator mid-write.
+    log = tempfile.TemporaryFile()  # noqa: SIM115  (lives as long as the process)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
     sim = RunningSimulator(f"http://127.0.0.1:{port}", port, proc)
     deadline = time.monotonic() + startup_timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
+            log.seek(0)
+            err = log.read().decode(errors="replace")
             raise RuntimeError(f"simulator exited with {proc.returncode}: {err[-2000:]}")
         try:
             if httpx.get(f"{sim.url}/health", timeout=0.5).status_code == 200:
