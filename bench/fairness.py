@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from loadgen import (
-    ROOT,
     Outcome,
     body,
     client,
@@ -46,8 +45,10 @@ from loadgen import (
     stream_once,
 )
 
-from tests.support.processes import Database, start_gateway, start_simulator
+from llmserver.testing.processes import Database, start_gateway
+from simulator.launcher import start_simulator
 
+ROOT = Path(__file__).resolve().parents[1]
 WAYS = ("fifo", "priority", "gateway", "gateway-batch", "ideal")
 POWER_PROMPT = "Summarise the following evaluation transcript in detail. " * 7
 LIGHT_PROMPT = "What is the capital of France? Answer briefly. "

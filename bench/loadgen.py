@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import json
 import math
-import sys
+import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from llmserver.backends.metrics import parse_samples  # noqa: E402  (prometheus-client's parser)
-from tests.support.processes import Gateway  # noqa: E402
+from llmserver.backends.metrics import parse_samples  # prometheus-client's parser
+from llmserver.testing.processes import Gateway
 
 MODEL = "demo-llama"
 
@@ -122,26 +118,15 @@ def configure_gateway(
     keys: list[tuple[str, str, str]],
     backends: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, str]:
-    """Update tiers and backends and create keys in one manage call, before the gateway's first
-    request (it loads its configuration then). `keys` holds (user, tier name, app type); returns
-    user -> secret.
+    """Update tiers and backends and create keys in one `apply_config` call, before the
+    gateway's first request (it loads its configuration then). `keys` holds (user, tier name,
+    app type); returns user -> secret.
     """
-    script = f"""
-import json
-from tenants.models import ApiKey, Backend, Tenant, Tier
-for name, values in {tiers!r}.items():
-    Tier.objects.filter(name=name).update(**values)
-for name, values in {backends or {}!r}.items():
-    Backend.objects.filter(name=name).update(**values)
-tenant = Tenant.objects.get(slug="demo")
-out = {{}}
-for user, tier, app in {keys!r}:
-    _, out[user] = ApiKey.objects.create_key(
-        tenant=tenant, user=user, tier_override=Tier.objects.get(name=tier), app_type=app
-    )
-print(json.dumps(out))
-"""
-    return json.loads(gw.manage("shell", "-c", script).strip().splitlines()[-1])
+    spec = {"tiers": tiers, "backends": backends or {}, "keys": keys}
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(spec, f)
+        f.flush()
+        return json.loads(gw.manage("apply_config", f.name).strip().splitlines()[-1])
 
 
 def fmt(value: float | None, scale: float = 1.0, digits: int = 2) -> str:

@@ -34,7 +34,8 @@ from typing import Any
 from loadgen import body, configure_gateway, fmt, percentile
 from rawhttp import Connection, build_request
 
-from tests.support.processes import Database, start_gateway, start_simulator
+from llmserver.testing.processes import Database, start_gateway
+from simulator.launcher import start_simulator
 
 PATH = "/v1/chat/completions"
 PHASES = ("c1", "c64", "stream")

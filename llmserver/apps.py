@@ -9,4 +9,4 @@ class GatewayConfig(AppConfig):
     verbose_name = "Gateway"
 
     def ready(self) -> None:
-        from llmserver import signals  # noqa: F401  (connects the config-change receivers)
+        from llmserver import checks, signals  # noqa: F401  (register checks and receivers)

@@ -18,6 +18,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
+from llmserver import dashboard  # noqa: E402
 from llmserver.api.http import (  # noqa: E402
     ChatCompletionsConsumer,
     HealthConsumer,
@@ -27,6 +28,7 @@ from llmserver.api.http import (  # noqa: E402
     TextCompletionsConsumer,
 )
 from llmserver.api.websocket import CompletionSocketConsumer  # noqa: E402
+from llmserver.dashboard import DashboardConsumer  # noqa: E402
 
 http_routes = [
     path("v1/chat/completions", ChatCompletionsConsumer.as_asgi()),
@@ -40,20 +42,12 @@ http_routes = [
 
 websocket_routes = [
     path("ws/v1/chat/completions", CompletionSocketConsumer.as_asgi()),
+    path(dashboard.WS_PATH, DashboardConsumer.as_asgi()),
 ]
-
-
-def _dashboard_routes() -> list:
-    try:
-        from llmserver.dashboard import DashboardConsumer
-    except ImportError:
-        return []
-    return [path("ws/admin/dashboard/", DashboardConsumer.as_asgi())]
-
 
 application = ProtocolTypeRouter(
     {
         "http": URLRouter(http_routes),
-        "websocket": AuthMiddlewareStack(URLRouter(websocket_routes + _dashboard_routes())),
+        "websocket": AuthMiddlewareStack(URLRouter(websocket_routes)),
     }
 )

@@ -1,4 +1,4 @@
-"""The live queue dashboard's WebSocket: staff only, fed by the gateway's scheduler snapshots.
+"""The live queue dashboard: its page and its WebSocket, staff only, fed by scheduler snapshots.
 
 The gateway runtime calls `publish_snapshot` every half second or so while the scheduler changes;
 every connected dashboard in the channel-layer group "dashboard" receives it. A new connection
@@ -11,12 +11,27 @@ from typing import Any
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from tenants.models import Band
 
 GROUP = "dashboard"
 WS_PATH = "ws/admin/dashboard/"
 FORBIDDEN = 4403
 
 _latest: dict[str, Any] | None = None
+
+
+def dashboard_view(request: HttpRequest) -> HttpResponse:
+    context = {
+        **admin.site.each_context(request),
+        "title": "Live queues",
+        "ws_path": "/" + WS_PATH,
+        "band_names": {int(value): str(label) for value, label in Band.choices},
+    }
+    return TemplateResponse(request, "admin/reports/dashboard.html", context)
 
 
 async def publish_snapshot(snapshot: dict[str, Any]) -> None:
@@ -26,10 +41,6 @@ async def publish_snapshot(snapshot: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is not None:
         await layer.group_send(GROUP, {"type": "dashboard.snapshot", "snapshot": snapshot})
-
-
-def latest_snapshot() -> dict[str, Any] | None:
-    return _latest
 
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):

@@ -123,9 +123,12 @@ LOGGING = {
 }
 
 # The gateway's own tuning: how it talks to backends and schedules; tenants and tiers are in the DB.
+# Read through `llmserver.conf.GatewaySettings`, never by key.
 LLMSERVER = {
     "COST_UNIT": env_choice("SCHEDULER_COST_UNIT", ("requests", "tokens", "money"), "tokens"),
     "OUTPUT_TOKEN_WEIGHT": env_float("SCHEDULER_OUTPUT_TOKEN_WEIGHT", 4.0, minimum=0.0),
+    "WITHIN_PRINCIPAL": env_choice("SCHEDULER_WITHIN_PRINCIPAL", ("fifo", "sjf"), "fifo"),
+    "AGING_SECONDS": env_float("SCHEDULER_AGING_SECONDS", 0.0, minimum=0.0) or None,
     "SCRAPE_INTERVAL": env_float("SCRAPE_INTERVAL", 0.25, minimum=0.01),
     "SCRAPE_TIMEOUT": env_float("SCRAPE_TIMEOUT", 1.0, minimum=0.01),
     "STALE_AFTER": env_float("METRICS_STALE_AFTER", 2.0, minimum=0.01),

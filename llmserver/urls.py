@@ -11,7 +11,8 @@ from django.contrib import admin
 from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import include, path, re_path
 
-from tenants.reports.views import dashboard_view, report_csv_view, report_view
+from llmserver.dashboard import dashboard_view
+from tenants.reports.views import report_csv_view, report_view
 
 urlpatterns = [
     path("admin/reports/", admin.site.admin_view(report_view), name="usage-report"),

@@ -9,42 +9,53 @@ from __future__ import annotations
 from scheduling.backend_state import BackendMetrics, BackendState
 from scheduling.config import BackendConfig, GateThresholds, SchedulerConfig, article_gates
 from scheduling.core import Scheduler, Step
-from scheduling.cost import CostUnit, estimate_cost, real_cost
+from scheduling.cost import CostUnit, job_cost
 from scheduling.errors import JobCancelled, NoBackend, QueueFull, QueueTimeout, SchedulingError
-from scheduling.gate import GateDecision, gate_open, is_saturated
-from scheduling.jobs import BATCH, INTERACTIVE, STANDARD, Dispatch, Job, Principal
+from scheduling.gate import GateDecision, gate_open, is_saturated, is_usable
+from scheduling.jobs import BANDS, BATCH, INTERACTIVE, STANDARD, Dispatch, Job, Principal
 from scheduling.lanes import create_principal_queue
 from scheduling.service import SchedulerService, Ticket
-from scheduling.snapshot import build_snapshot
+from scheduling.snapshot import (
+    BackendView,
+    GateView,
+    QueueView,
+    SchedulerSnapshot,
+    build_snapshot,
+)
 
 __all__ = [
+    "BANDS",
     "BATCH",
     "INTERACTIVE",
     "STANDARD",
     "BackendConfig",
     "BackendMetrics",
     "BackendState",
+    "BackendView",
     "CostUnit",
     "Dispatch",
     "GateDecision",
     "GateThresholds",
+    "GateView",
     "Job",
     "JobCancelled",
     "NoBackend",
     "Principal",
     "QueueFull",
     "QueueTimeout",
+    "QueueView",
     "Scheduler",
     "SchedulerConfig",
     "SchedulerService",
+    "SchedulerSnapshot",
     "SchedulingError",
     "Step",
     "Ticket",
     "article_gates",
     "build_snapshot",
     "create_principal_queue",
-    "estimate_cost",
     "gate_open",
     "is_saturated",
-    "real_cost",
+    "is_usable",
+    "job_cost",
 ]

@@ -369,6 +369,3 @@ class Scheduler:
         """The next time a clock-driven change (expiry, aging) can happen, or None."""
         times = [t[0] for t in (self._deadlines[:1] + self._aging[:1])]
         return min(times) if times else None
-
-    def pool(self, model: str) -> list[BackendState]:
-        return list(self._pools.get(model, ()))

@@ -18,7 +18,7 @@ class CostUnit(StrEnum):
     MONEY = "money"
 
 
-def estimate_cost(
+def job_cost(
     unit: CostUnit | str,
     prompt_tokens: int,
     output_tokens: int,
@@ -26,22 +26,11 @@ def estimate_cost(
     price_in: float = 0.0,
     price_out: float = 0.0,
 ) -> float:
-    """Charge for a job before it runs; `output_tokens` is the estimate (e.g. max_tokens)."""
+    """A job's charge. At dispatch `output_tokens` is the estimate (e.g. max_tokens); at the end
+    it is the real count, so the correction uses the same rule as the estimate."""
     unit = CostUnit(unit)
     if unit is CostUnit.REQUESTS:
         return 1.0
     if unit is CostUnit.TOKENS:
         return float(prompt_tokens) + output_weight * float(output_tokens)
     return (prompt_tokens * price_in + output_tokens * price_out) / 1_000_000
-
-
-def real_cost(
-    unit: CostUnit | str,
-    prompt_tokens: int,
-    completion_tokens: int,
-    output_weight: float = DEFAULT_OUTPUT_WEIGHT,
-    price_in: float = 0.0,
-    price_out: float = 0.0,
-) -> float:
-    """Charge once the usage is known; same rule as the estimate so corrections are consistent."""
-    return estimate_cost(unit, prompt_tokens, completion_tokens, output_weight, price_in, price_out)

@@ -55,6 +55,3 @@ class BandHeap:
 
     def __bool__(self) -> bool:
         return self.peek() is not None
-
-    def raw_size(self) -> int:
-        return len(self._heap)

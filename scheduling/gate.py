@@ -42,17 +42,11 @@ def gate_open(
         return GateDecision(False, "disabled")
     if state.in_flight >= state.config.max_in_flight:
         return GateDecision(False, "max_in_flight")
-    if not state.config.has_metrics:
-        return OPEN
+    health = _health(state, now, stale_after)
+    if not health.open or not state.config.has_metrics or thresholds is None:
+        return health
     m = state.metrics
-    if m is None or m.scraped_at is None:
-        return GateDecision(False, "no_metrics")
-    if not m.healthy:
-        return GateDecision(False, "unhealthy")
-    if now - m.scraped_at > stale_after:
-        return GateDecision(False, "stale")
-    if thresholds is None:
-        return OPEN
+    assert m is not None  # a healthy backend with metrics has been scraped
     if thresholds.max_waiting is not None and state.estimated_waiting() >= max(
         thresholds.max_waiting, 1
     ):
@@ -70,6 +64,26 @@ def gate_open(
     ):
         return GateDecision(False, "kv_cache")
     return OPEN
+
+
+def _health(state: BackendState, now: float, stale_after: float) -> GateDecision:
+    """Conditions 3 of `gate_open`: metrics present, healthy and fresh (when it has metrics)."""
+    if not state.config.has_metrics:
+        return OPEN
+    m = state.metrics
+    if m is None or m.scraped_at is None:
+        return GateDecision(False, "no_metrics")
+    if not m.healthy:
+        return GateDecision(False, "unhealthy")
+    if now - m.scraped_at > stale_after:
+        return GateDecision(False, "stale")
+    return OPEN
+
+
+def is_usable(state: BackendState | None, now: float, stale_after: float) -> bool:
+    """Could this backend serve at all now, busy or not: enabled, and with fresh healthy
+    metrics where it has metrics. What `/readyz` asks."""
+    return state is not None and state.config.enabled and _health(state, now, stale_after).open
 
 
 def is_saturated(

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Priority bands, lower first: the one home of their numbers (the tiers' choices use them too).
 INTERACTIVE = 0
 STANDARD = 1
 BATCH = 2
+BANDS = (INTERACTIVE, STANDARD, BATCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +38,6 @@ class Job:
     weight: float = 1.0
     estimated_cost: float = 1.0
     estimated_output_tokens: int = 0
-    prompt_tokens: int = 0
     prefix_key: str | None = None
     deadline: float | None = None
     max_queued: int = 64

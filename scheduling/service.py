@@ -11,14 +11,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from scheduling.backend_state import BackendMetrics
 from scheduling.config import BackendConfig, SchedulerConfig
 from scheduling.core import Scheduler, Step
 from scheduling.errors import JobCancelled, QueueTimeout
 from scheduling.jobs import Job
-from scheduling.snapshot import build_snapshot
+from scheduling.snapshot import SchedulerSnapshot, build_snapshot
 
 
 class Ticket:
@@ -160,5 +159,5 @@ class SchedulerService:
         self.core.configure(config, backends)
         self._poke()
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> SchedulerSnapshot:
         return build_snapshot(self.core, self.clock())

@@ -7,6 +7,3 @@ class TenantsConfig(AppConfig):
     name = "tenants"
     verbose_name = "Tenants and usage"
     default_auto_field = "django.db.models.BigAutoField"
-
-    def ready(self) -> None:
-        from tenants import checks  # noqa: F401  (registers the system checks)

@@ -78,10 +78,15 @@ def budget_state(tenant: Tenant, now: datetime, tier: Tier | None = None) -> Bud
 
     The policy comes from `tier` (the key's, when the caller has one), else the tenant's default.
     """
-    spent = cache.spent(tenant.pk, now)
-    budget = tenant.monthly_budget
+    policy = str((tier or tenant.default_tier).over_budget)
+    return standing(tenant.pk, tenant.monthly_budget, policy, now)
+
+
+def standing(tenant_id: int, budget: Decimal | None, policy: str, now: datetime) -> BudgetState:
+    """`budget_state` from plain values, for the request path (which holds them cached)."""
+    spent = cache.spent(tenant_id, now)
     exceeded = budget is not None and spent >= budget
-    action = str((tier or tenant.default_tier).over_budget) if exceeded else "allow"
+    action = policy if exceeded else "allow"
     return BudgetState(
         spent,
         budget,

@@ -77,13 +77,13 @@ def _measure(rule: QuotaRule, q: Q) -> Any:
     return Sum("cost", filter=q)
 
 
-def _consumed(rules: list[QuotaRule], tenant: Tenant, user: str, now: datetime) -> list[Decimal]:
+def _consumed(rules: list[QuotaRule], tenant_id: int, user: str, now: datetime) -> list[Decimal]:
     if not rules:
         return []
     earliest = min(window_start(r.window, now) for r in rules)
     aggregates = {f"r{i}": _measure(r, _rule_q(r, user, now)) for i, r in enumerate(rules)}
     row = (
-        UsageRecord.objects.filter(tenant=tenant, queued_at__gte=earliest)
+        UsageRecord.objects.filter(tenant_id=tenant_id, queued_at__gte=earliest)
         .exclude(status=UsageStatus.REJECTED)
         .aggregate(**aggregates)
     )
@@ -92,22 +92,20 @@ def _consumed(rules: list[QuotaRule], tenant: Tenant, user: str, now: datetime) 
 
 def consumption(rule: QuotaRule, tenant: Tenant, user: str, now: datetime) -> Decimal:
     """What `tenant` (or `user`, for a per-user rule) used of `rule` in the window around `now`."""
-    return _consumed([rule], tenant, user, now)[0]
+    return _consumed([rule], tenant.pk, user, now)[0]
 
 
-def rules_for(api_key: ApiKey) -> list[QuotaRule]:
-    """Every rule that binds this key: its tenant's own and its tier's."""
+def rules_for(tenant_id: int, tier_id: int) -> list[QuotaRule]:
+    """Every rule that binds a key of this tenant and tier: the tenant's own and the tier's."""
     return list(
-        QuotaRule.objects.filter(Q(tenant_id=api_key.tenant_id) | Q(tier=api_key.tier)).order_by(
-            "pk"
-        )
+        QuotaRule.objects.filter(Q(tenant_id=tenant_id) | Q(tier_id=tier_id)).order_by("pk")
     )
 
 
 def quota_status(api_key: ApiKey, now: datetime) -> list[QuotaStatus]:
     """Current consumption against each rule that binds the key, whatever its model."""
-    rules = rules_for(api_key)
-    used = _consumed(rules, api_key.tenant, api_key.user, now)
+    rules = rules_for(api_key.tenant_id, api_key.tier.pk)
+    used = _consumed(rules, api_key.tenant_id, api_key.user, now)
     return [
         QuotaStatus(r, u, window_start(r.window, now), window_end(r.window, now))
         for r, u in zip(rules, used, strict=True)
@@ -115,13 +113,19 @@ def quota_status(api_key: ApiKey, now: datetime) -> list[QuotaStatus]:
 
 
 def check_quota(api_key: ApiKey, model: str, now: datetime) -> QuotaDecision | None:
+    return check_quota_for(api_key.tenant_id, api_key.tier.pk, api_key.user, model, now)
+
+
+def check_quota_for(
+    tenant_id: int, tier_id: int, user: str, model: str, now: datetime
+) -> QuotaDecision | None:
     """The exceeded rule for a request on `model`, or None when it may go ahead.
 
     When several rules are exceeded, the one whose window ends last is returned: retrying before
     that would only be refused again.
     """
-    rules = [r for r in rules_for(api_key) if r.matches(model)]
-    used = _consumed(rules, api_key.tenant, api_key.user, now)
+    rules = [r for r in rules_for(tenant_id, tier_id) if r.matches(model)]
+    used = _consumed(rules, tenant_id, user, now)
     worst: QuotaDecision | None = None
     for rule, consumed in zip(rules, used, strict=True):
         if consumed < rule.limit:

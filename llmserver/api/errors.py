@@ -1,9 +1,17 @@
-"""OpenAI's error shape, and the one exception every part of the request path raises."""
+"""The one exception every part of the request path raises, and its named constructors.
+
+Each constructor is one kind of refusal with its status, OpenAI type and code, so the fifteen
+places that refuse a request say what they mean. The body comes from `tenants.api.errors`, the one
+home of OpenAI's error shape (the self-service API answers in it too).
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
+
+from tenants.api.errors import error_body
+
+RETRY_SOON = {"retry-after": "5"}
 
 
 @dataclass
@@ -23,24 +31,84 @@ class ApiError(Exception):
     def body(self) -> dict[str, object]:
         return error_body(self.message, self.type, self.param, self.code)
 
-    def json_bytes(self) -> bytes:
-        return json.dumps(self.body()).encode()
-
-
-def error_body(
-    message: str, type: str, param: str | None = None, code: str | int | None = None
-) -> dict[str, object]:
-    return {"error": {"message": message, "type": type, "param": param, "code": code}}
-
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> ApiError:
-    return ApiError(400, message, "invalid_request_error", param, code)
+    return ApiError(400, message, param=param, code=code)
 
 
 def unauthorized(message: str = "Invalid API key.") -> ApiError:
-    return ApiError(401, message, "authentication_error", None, "invalid_api_key")
+    # OpenAI answers a bad key with type invalid_request_error, code invalid_api_key.
+    return ApiError(401, message, code="invalid_api_key")
+
+
+def model_not_found(model: str) -> ApiError:
+    return ApiError(
+        404, f"The model '{model}' does not exist.", param="model", code="model_not_found"
+    )
+
+
+def model_not_allowed(model: str) -> ApiError:
+    return ApiError(
+        403,
+        f"This API key may not use the model '{model}'.",
+        "permission_error",
+        "model",
+        "model_not_allowed",
+    )
+
+
+def method_not_allowed(methods: tuple[str, ...]) -> ApiError:
+    return ApiError(405, f"Use {' or '.join(methods)} on this endpoint.", code="method_not_allowed")
+
+
+def too_large(limit: int) -> ApiError:
+    return ApiError(
+        413, f"The request body is larger than {limit} bytes.", code="request_too_large"
+    )
+
+
+def unsupported_media_type(media: str) -> ApiError:
+    return ApiError(
+        415,
+        f"Content-Type must be application/json, not {media or 'empty'!r}.",
+        code="unsupported_media_type",
+    )
 
 
 def rate_limited(message: str, retry_after: float, code: str) -> ApiError:
     seconds = max(1, int(retry_after + 0.999))
     return ApiError(429, message, "rate_limit_error", None, code, {"retry-after": str(seconds)})
+
+
+def queue_timeout() -> ApiError:
+    return ApiError(
+        503,
+        "The request waited too long in the queue; try again later.",
+        "server_error",
+        code="queue_timeout",
+        headers=dict(RETRY_SOON),
+    )
+
+
+def no_backend(model: str) -> ApiError:
+    return ApiError(
+        503,
+        f"No healthy backend serves '{model}' right now.",
+        "server_error",
+        code="no_backend",
+        headers=dict(RETRY_SOON),
+    )
+
+
+def upstream_rejected(status: int, message: str) -> ApiError:
+    return ApiError(status, message, code="upstream_rejected")
+
+
+def upstream_failed(message: str) -> ApiError:
+    return ApiError(502, f"The backend failed: {message}", "server_error", code="upstream_error")
+
+
+def internal_error() -> ApiError:
+    return ApiError(
+        500, "The gateway failed; this has been logged.", "server_error", code="internal_error"
+    )

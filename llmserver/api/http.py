@@ -16,13 +16,12 @@ from typing import Any
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
-from django.conf import settings
 
 from llmserver.api.auth import authenticate, bearer
-from llmserver.api.errors import ApiError
-from llmserver.api.pipeline import Completion
+from llmserver.api.errors import ApiError, internal_error, method_not_allowed, too_large
 from llmserver.api.sse import frame
 from llmserver.api.validation import parse_json, validate
+from llmserver.pipeline.completion import Completion
 from llmserver.runtime.gateway import Gateway, get_gateway
 
 log = logging.getLogger(__name__)
@@ -71,13 +70,7 @@ class JsonHttpConsumer(AsyncHttpConsumer):
     def method_allowed(self) -> ApiError | None:
         if self.scope["method"] in self.methods:
             return None
-        return ApiError(
-            405,
-            f"Use {' or '.join(self.methods)} on this endpoint.",
-            "invalid_request_error",
-            None,
-            "method_not_allowed",
-        )
+        return method_not_allowed(self.methods)
 
 
 class CompletionSink:
@@ -116,7 +109,7 @@ class CompletionsConsumer(JsonHttpConsumer):
         await super().__call__(scope, receive, send)
 
     async def http_request(self, message: dict[str, Any]) -> None:
-        limit = settings.LLMSERVER["MAX_BODY_BYTES"]
+        limit = (await get_gateway()).settings.max_body_bytes
         chunk = message.get("body", b"")
         self.size += len(chunk)
         declared = _header(self.scope, b"content-length")
@@ -128,16 +121,7 @@ class CompletionsConsumer(JsonHttpConsumer):
             return
         request_id = "chatcmpl-" + uuid.uuid4().hex[:24]
         if self.too_large:
-            await self.send_error(
-                ApiError(
-                    413,
-                    f"The request body is larger than {limit} bytes.",
-                    "invalid_request_error",
-                    None,
-                    "request_too_large",
-                ),
-                request_id,
-            )
+            await self.send_error(too_large(limit), request_id)
             raise StopConsumer()
         serve = asyncio.ensure_future(self.serve(b"".join(self.body), request_id))
         watch = asyncio.ensure_future(self._wait_for_disconnect())
@@ -167,12 +151,11 @@ class CompletionsConsumer(JsonHttpConsumer):
             gw: Gateway = await get_gateway()
             key = await authenticate(gw, bearer(self.scope.get("headers", [])))
             data = parse_json(raw, _header(self.scope, b"content-type"))
-            conf = settings.LLMSERVER
             req = validate(
                 self.kind,
                 data,
-                default_max_tokens=conf["DEFAULT_MAX_TOKENS"],
-                max_tokens_limit=conf["MAX_TOKENS_LIMIT"],
+                default_max_tokens=gw.settings.default_max_tokens,
+                max_tokens_limit=gw.settings.max_tokens_limit,
             )
             completion = Completion(gw, key, req, CompletionSink(self), request_id)
             await completion.run()
@@ -183,16 +166,7 @@ class CompletionsConsumer(JsonHttpConsumer):
         except Exception:
             log.exception("request %s failed", request_id)
             if completion is None or not completion.started:
-                await self.send_error(
-                    ApiError(
-                        500,
-                        "The gateway failed; this has been logged.",
-                        "server_error",
-                        None,
-                        "internal_error",
-                    ),
-                    request_id,
-                )
+                await self.send_error(internal_error(), request_id)
 
 
 class ChatCompletionsConsumer(CompletionsConsumer):
@@ -216,10 +190,9 @@ class ModelsConsumer(JsonHttpConsumer):
         except ApiError as exc:
             await self.send_error(exc)
             return
-        routes = gw.config.routes if gw.config else {}
         models = [
             {"id": name, "object": "model", "created": 0, "owned_by": "llm-server"}
-            for name in sorted(routes)
+            for name in sorted(gw.routes())
             if key.allows_model(name)
         ]
         await self.send_json(200, {"object": "list", "data": models})
@@ -253,12 +226,7 @@ class HealthConsumer(JsonHttpConsumer):
                 503, {"status": "unavailable", "reason": f"start-up failed: {exc}"}
             )
             return
-        snap = gw.snapshot() or {"backends": []}
-        usable = [
-            b["name"]
-            for b in snap["backends"]
-            if not b["has_metrics"] or (not b["stale"] and (b["metrics"] or {}).get("healthy"))
-        ]
+        usable = [b.name for b in gw.snapshot().backends if b.usable]
         status = 200 if usable else 503
         await self.send_json(
             status, {"status": "ready" if usable else "no usable backend", "backends": usable}

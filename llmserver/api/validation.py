@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from llmserver.api.errors import ApiError, invalid
+from llmserver.api.errors import invalid, unsupported_media_type
 
 # Fields the gateway owns: a client must not set the backend's priority itself.
 _GATEWAY_OWNED = ("priority",)
@@ -40,13 +40,7 @@ def parse_json(raw: bytes, content_type: str | None) -> dict[str, Any]:
     if content_type is not None:
         media = content_type.split(";", 1)[0].strip().lower()
         if media != "application/json":
-            raise ApiError(
-                415,
-                f"Content-Type must be application/json, not {media or 'empty'!r}.",
-                "invalid_request_error",
-                None,
-                "unsupported_media_type",
-            )
+            raise unsupported_media_type(media)
     if not raw:
         raise invalid("The request body is empty; send a JSON object.")
     try:

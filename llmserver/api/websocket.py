@@ -16,12 +16,11 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
 
 from llmserver.api.auth import authenticate, bearer
-from llmserver.api.errors import ApiError, invalid
-from llmserver.api.pipeline import Completion
+from llmserver.api.errors import ApiError, internal_error, invalid
 from llmserver.api.validation import validate
+from llmserver.pipeline.completion import Completion
 from llmserver.runtime.gateway import Gateway, get_gateway
 from llmserver.runtime.keys import KeyInfo
 
@@ -112,12 +111,11 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             body = message.get("body")
             if not isinstance(body, dict):
                 raise invalid("'body' must be a JSON object.", "body")
-            conf = settings.LLMSERVER
             req = validate(
                 endpoint,
                 body,
-                default_max_tokens=conf["DEFAULT_MAX_TOKENS"],
-                max_tokens_limit=conf["MAX_TOKENS_LIMIT"],
+                default_max_tokens=self.gw.settings.default_max_tokens,
+                max_tokens_limit=self.gw.settings.max_tokens_limit,
             )
             upstream_id = f"ws-{self.key.key_id}-{id(self)}-{request_id}"
             await Completion(
@@ -131,10 +129,7 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             raise
         except Exception:
             log.exception("websocket request %s failed", request_id)
-            await self._error(
-                request_id,
-                ApiError(500, "The gateway failed; this has been logged.", "server_error"),
-            )
+            await self._error(request_id, internal_error())
         finally:
             self.tasks.pop(request_id, None)
 

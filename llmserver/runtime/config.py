@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
+from llmserver.conf import GatewaySettings
 from scheduling import BackendConfig, GateThresholds, SchedulerConfig
 from tenants.models import Backend, ModelRoute, Tier
 
@@ -56,8 +55,7 @@ def band_gates() -> dict[int, GateThresholds]:
     return gates
 
 
-def load_gateway_config() -> GatewayConfig:
-    conf = settings.LLMSERVER
+def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
     backends = {
         b.name: BackendSpec(
             name=b.name,
@@ -87,7 +85,8 @@ def load_gateway_config() -> GatewayConfig:
     )
     scheduler = SchedulerConfig(
         gates=band_gates(),
-        stale_after=conf["STALE_AFTER"],
-        within_principal=conf.get("WITHIN_PRINCIPAL", "fifo"),
+        stale_after=conf.stale_after,
+        within_principal=conf.within_principal,
+        aging_seconds=conf.aging_seconds,
     )
     return GatewayConfig(backends, routes, scheduler, scheduler_backends)

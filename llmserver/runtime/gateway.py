@@ -12,19 +12,19 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 
 from llmserver.backends.metrics import MetricsPoller
 from llmserver.backends.upstream import UpstreamClient
+from llmserver.conf import GatewaySettings, gateway_settings
 from llmserver.runtime.config import GatewayConfig, load_gateway_config
 from llmserver.runtime.keys import KeyCache
 from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.usage import UsageWriter
-from scheduling import CostUnit, SchedulerService
+from scheduling import SchedulerConfig, SchedulerService, SchedulerSnapshot
 
 log = logging.getLogger(__name__)
 RELOAD_INTERVAL = 5.0
@@ -32,16 +32,16 @@ PUBLISH_INTERVAL = 0.5
 
 
 class Gateway:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        conf = settings.LLMSERVER
-        self.conf = conf
+    def __init__(
+        self, conf: GatewaySettings | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.settings = conf = conf or gateway_settings()
         self.clock = clock
-        self.cost_unit = CostUnit(conf["COST_UNIT"])
-        self.keys = KeyCache(conf["KEY_CACHE_SECONDS"], clock=clock)
-        self.usage = UsageWriter(conf["USAGE_FLUSH_INTERVAL"], conf["USAGE_BATCH_SIZE"])
-        self.metrics = GatewayMetrics(self.snapshot)
+        self.keys = KeyCache(conf.key_cache_seconds, clock=clock)
+        self.usage = UsageWriter(conf.usage_flush_interval, conf.usage_batch_size)
+        self.metrics = GatewayMetrics(self.snapshot, self.usage)
         self.config: GatewayConfig | None = None
-        self.scheduler: SchedulerService | None = None
+        self.scheduler = SchedulerService(SchedulerConfig(), (), clock)
         self.clients: dict[str, UpstreamClient] = {}
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -53,8 +53,7 @@ class Gateway:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        config = await sync_to_async(load_gateway_config, thread_sensitive=False)()
-        self.scheduler = SchedulerService(config.scheduler, config.scheduler_backends, self.clock)
+        config = await sync_to_async(load_gateway_config, thread_sensitive=False)(self.settings)
         await self.scheduler.start()
         self._apply(config)
         self._tasks = [
@@ -71,8 +70,7 @@ class Gateway:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks, self._pollers = [], {}
-        if self.scheduler is not None:
-            await self.scheduler.stop()
+        await self.scheduler.stop()
         await self.usage.flush_once()
         for client in self.clients.values():
             await client.aclose()
@@ -88,13 +86,16 @@ class Gateway:
             self._loop.call_soon_threadsafe(self._dirty.set)
 
     async def reload_once(self) -> None:
-        config = await sync_to_async(load_gateway_config, thread_sensitive=False)()
+        config = await sync_to_async(load_gateway_config, thread_sensitive=False)(self.settings)
         self._apply(config)
 
+    def routes(self) -> Mapping[str, Mapping[str, str]]:
+        """Public model name -> {backend: the backend's model name}, as configured now."""
+        return self.config.routes if self.config is not None else {}
+
     def _apply(self, config: GatewayConfig) -> None:
-        assert self.scheduler is not None
         old = self.config.backends if self.config else {}
-        conf = self.conf
+        conf = self.settings
         for name, spec in config.backends.items():
             if old.get(name) == spec and name in self.clients:
                 continue
@@ -103,9 +104,9 @@ class Gateway:
                 spec.base_url,
                 spec.kind,
                 api_key=spec.api_key,
-                max_connections=conf["UPSTREAM_MAX_CONNECTIONS"],
-                connect_timeout=conf["UPSTREAM_CONNECT_TIMEOUT"],
-                read_timeout=conf["UPSTREAM_READ_TIMEOUT"],
+                max_connections=conf.upstream_max_connections,
+                connect_timeout=conf.upstream_connect_timeout,
+                read_timeout=conf.upstream_read_timeout,
             )
             self.clients[name] = client
             if spec.metrics_url:
@@ -115,8 +116,8 @@ class Gateway:
                     spec.metrics_url,
                     client.http,
                     self.scheduler.update_metrics,
-                    interval=conf["SCRAPE_INTERVAL"],
-                    timeout=conf["SCRAPE_TIMEOUT"],
+                    interval=conf.scrape_interval,
+                    timeout=conf.scrape_timeout,
                     clock=self.clock,
                 )
                 self._pollers[name] = asyncio.get_running_loop().create_task(
@@ -149,23 +150,20 @@ class Gateway:
     async def _publish_loop(self) -> None:
         from llmserver.dashboard import publish_snapshot
 
-        last: Any = None
+        last: SchedulerSnapshot | None = None
         while True:
             await asyncio.sleep(PUBLISH_INTERVAL)
             snap = self.snapshot()
-            if snap is None:
+            if snap.same_state(last):
                 continue
-            comparable = {k: v for k, v in snap.items() if k != "at"}
-            if comparable == last:
-                continue
-            last = comparable
+            last = snap
             try:
-                await publish_snapshot(snap)
+                await publish_snapshot(asdict(snap))
             except Exception:
                 log.exception("publishing the dashboard snapshot failed")
 
-    def snapshot(self) -> dict[str, Any] | None:
-        return self.scheduler.snapshot() if self.scheduler is not None else None
+    def snapshot(self) -> SchedulerSnapshot:
+        return self.scheduler.snapshot()
 
 
 _gateway: Gateway | None = None

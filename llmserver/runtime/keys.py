@@ -2,19 +2,27 @@
 
 A key is looked up in the database once, then served from memory until it expires from the
 cache or an operator changes any key, tenant or tier (signals clear the whole cache: changes are
-rare and a miss is one indexed query).
+rare and a miss is one indexed query). The cache is keyed by a hash of the secret, never the
+secret itself, and holds at most `max_entries` keys (least recently used go first), so a flood of
+long bad keys costs bounded memory.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import hashlib
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 
 from asgiref.sync import sync_to_async
 
 from tenants.models import ApiKey, QuotaRule
+from tenants.models.keys import patterns_allow
+
+MAX_ENTRIES = 10_000
+UNKNOWN_KEY_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,16 +42,14 @@ class KeyInfo:
     queue_timeout: float
     model_patterns: tuple[str, ...]
     has_quota_rules: bool
-    has_budget: bool
+    monthly_budget: Decimal | None
     over_budget: str
 
     def allows_model(self, model: str) -> bool:
-        return not self.model_patterns or any(
-            fnmatch.fnmatchcase(model, p) for p in self.model_patterns
-        )
+        return patterns_allow(self.model_patterns, model)
 
 
-def _load(secret: str) -> KeyInfo | None:
+def load_key(secret: str) -> KeyInfo | None:
     key = ApiKey.objects.for_key(secret)
     if key is None:
         return None
@@ -65,28 +71,41 @@ def _load(secret: str) -> KeyInfo | None:
         queue_timeout=tier.queue_timeout_seconds,
         model_patterns=tuple(key.model_patterns()),
         has_quota_rules=has_rules,
-        has_budget=key.tenant.monthly_budget is not None,
-        over_budget=tier.over_budget,
+        monthly_budget=key.tenant.monthly_budget,
+        over_budget=str(tier.over_budget),
     )
 
 
 class KeyCache:
-    def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        ttl: float,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = MAX_ENTRIES,
+    ) -> None:
         self._ttl = ttl
         self._clock = clock
-        self._entries: dict[str, tuple[float, KeyInfo | None]] = {}
+        self._max = max_entries
+        self._entries: OrderedDict[bytes, tuple[float, KeyInfo | None]] = OrderedDict()
 
     async def resolve(self, secret: str) -> KeyInfo | None:
         now = self._clock()
-        hit = self._entries.get(secret)
+        digest = hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest()
+        hit = self._entries.get(digest)
         if hit is not None and hit[0] > now:
+            self._entries.move_to_end(digest)
             return hit[1]
-        info = await sync_to_async(_load, thread_sensitive=False)(secret)
-        if len(self._entries) > 100_000:
-            self._entries.clear()
+        info = await sync_to_async(load_key, thread_sensitive=False)(secret)
         # Unknown keys are cached briefly too, so a flood of bad keys cannot hammer the database.
-        self._entries[secret] = (now + (self._ttl if info else min(self._ttl, 2.0)), info)
+        ttl = self._ttl if info else min(self._ttl, UNKNOWN_KEY_SECONDS)
+        self._entries[digest] = (now + ttl, info)
+        self._entries.move_to_end(digest)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
         return info
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def clear(self) -> None:
         self._entries.clear()

@@ -8,30 +8,34 @@ collector, so they cost nothing between scrapes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from llmserver.runtime.usage import UsageWriter
+from scheduling import SchedulerSnapshot
+
+SCRAPED_FIELDS = ("waiting", "running", "kv_cache_usage", "tpot_seconds", "ttft_seconds", "healthy")
 _WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
 class SnapshotCollector(Collector):
-    def __init__(self, snapshot: Callable[[], dict[str, Any] | None]) -> None:
+    """Reads the scheduler's snapshot and the usage writer at scrape time."""
+
+    def __init__(self, snapshot: Callable[[], SchedulerSnapshot], usage: UsageWriter) -> None:
         self._snapshot = snapshot
+        self._usage = usage
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         snap = self._snapshot()
-        if snap is None:
-            return
         depth = GaugeMetricFamily(
             "llmserver_queue_depth", "Jobs waiting, by model and band.", labels=["model", "band"]
         )
         totals: dict[tuple[str, str], int] = {}
-        for q in snap["queues"]:
-            key = (q["model"], str(q["band"]))
-            totals[key] = totals.get(key, 0) + q["depth"]
+        for q in snap.queues:
+            key = (q.model, str(q.band))
+            totals[key] = totals.get(key, 0) + q.depth
         for (model, band), value in sorted(totals.items()):
             depth.add_metric([model, band], value)
         yield depth
@@ -48,22 +52,27 @@ class SnapshotCollector(Collector):
             "The backend's last scraped values.",
             labels=["backend", "name"],
         )
-        for b in snap["backends"]:
-            in_flight.add_metric([b["name"]], b["in_flight"])
-            for g in b["gates"]:
-                gate.add_metric([b["name"], str(g["band"])], 1.0 if g["open"] else 0.0)
-            for name, value in (b.get("metrics") or {}).items():
-                if isinstance(value, bool):
-                    value = 1.0 if value else 0.0
-                if isinstance(value, int | float) and name != "scraped_at":
-                    scraped.add_metric([b["name"], name], float(value))
+        for b in snap.backends:
+            in_flight.add_metric([b.name], b.in_flight)
+            for g in b.gates:
+                gate.add_metric([b.name, str(g.band)], 1.0 if g.open else 0.0)
+            if b.metrics is not None:
+                for name in SCRAPED_FIELDS:
+                    value = getattr(b.metrics, name)
+                    if value is not None:
+                        scraped.add_metric([b.name, name], float(value))
         yield gate
         yield in_flight
         yield scraped
+        pending = GaugeMetricFamily(
+            "llmserver_usage_pending", "Usage records waiting to be written."
+        )
+        pending.add_metric([], self._usage.pending)
+        yield pending
 
 
 class GatewayMetrics:
-    def __init__(self, snapshot: Callable[[], dict[str, Any] | None]) -> None:
+    def __init__(self, snapshot: Callable[[], SchedulerSnapshot], usage: UsageWriter) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "llmserver_requests",
@@ -91,7 +100,7 @@ class GatewayMetrics:
             ["tenant", "kind"],
             registry=self.registry,
         )
-        self.registry.register(SnapshotCollector(snapshot))
+        self.registry.register(SnapshotCollector(snapshot, usage))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

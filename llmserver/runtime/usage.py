@@ -17,7 +17,8 @@ from decimal import Decimal
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from tenants.models import ApiKey, CostRule, UsageRecord
+from tenants.models import ApiKey, CostRule, UsageRecord, UsageStatus
+from tenants.models.rules import rule_in_force
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 class UsageDraft:
     request_id: str
     tenant_id: int
+    tenant_slug: str
     api_key_id: int | None
     user: str
     model: str
@@ -38,7 +40,7 @@ class UsageDraft:
     finished_at: datetime | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    status: str = "ok"
+    status: UsageStatus = UsageStatus.OK
     error_type: str = ""
 
 
@@ -46,19 +48,11 @@ def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
     """Turn drafts into records, each priced at the rule in force at its queue time."""
     models = {d.model for d in drafts} | {"*"}
     rules: dict[str, list[CostRule]] = {}
-    for rule in CostRule.objects.filter(model__in=models).order_by("effective_from"):
+    for rule in CostRule.objects.filter(model__in=models):
         rules.setdefault(rule.model, []).append(rule)
-
-    def rule_for(model: str, when: datetime) -> CostRule | None:
-        for name in (model, "*"):
-            in_force = [r for r in rules.get(name, ()) if r.effective_from <= when]
-            if in_force:
-                return in_force[-1]
-        return None
-
     records = []
     for d in drafts:
-        rule = rule_for(d.model, d.queued_at)
+        rule = rule_in_force([*rules.get(d.model, ()), *rules.get("*", ())], d.model, d.queued_at)
         cost = rule.cost(d.prompt_tokens, d.completion_tokens) if rule else Decimal(0)
         records.append(
             UsageRecord(

@@ -24,7 +24,10 @@ TYPES = {
 }
 
 
-def error_body(message: str, type_: str, param: str | None, code: str | None) -> dict[str, Any]:
+def error_body(
+    message: str, type_: str, param: str | None = None, code: str | int | None = None
+) -> dict[str, Any]:
+    """OpenAI's error shape: the one home of it, for this API and the gateway's OpenAI surface."""
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 

@@ -11,6 +11,7 @@ import fnmatch
 import hashlib
 import hmac
 import secrets
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db import models
@@ -127,5 +128,9 @@ class ApiKey(models.Model):
         return [p.strip() for p in self.allowed_models.split(",") if p.strip()]
 
     def allows_model(self, model: str) -> bool:
-        patterns = self.model_patterns()
-        return not patterns or any(fnmatch.fnmatchcase(model, p) for p in patterns)
+        return patterns_allow(self.model_patterns(), model)
+
+
+def patterns_allow(patterns: Sequence[str], model: str) -> bool:
+    """A key's model restriction: no patterns allow every model, else one must match."""
+    return not patterns or any(fnmatch.fnmatchcase(model, p) for p in patterns)

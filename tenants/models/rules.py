@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -94,15 +95,18 @@ class QuotaRule(models.Model):
 class CostRuleManager(models.Manager["CostRule"]):
     def price_at(self, model: str, when: datetime) -> CostRule | None:
         """The rule in force for `model` at `when`: its own, else the `*` default."""
-        for name in (model, "*"):
-            rule = (
-                self.filter(model=name, effective_from__lte=when)
-                .order_by("-effective_from")
-                .first()
-            )
-            if rule is not None:
-                return rule
-        return None
+        return rule_in_force(self.filter(model__in=(model, "*")), model, when)
+
+
+def rule_in_force(rules: Iterable[CostRule], model: str, when: datetime) -> CostRule | None:
+    """Of `rules`, the latest one for `model` effective at `when`, else the latest `*` one."""
+    best: dict[str, CostRule] = {}
+    for rule in rules:
+        if rule.model in (model, "*") and rule.effective_from <= when:
+            seen = best.get(rule.model)
+            if seen is None or rule.effective_from > seen.effective_from:
+                best[rule.model] = rule
+    return best.get(model) or best.get("*")
 
 
 class CostRule(models.Model):

@@ -5,13 +5,16 @@ from __future__ import annotations
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from scheduling import jobs
+
 
 class Band(models.IntegerChoices):
-    """Lower value is served first; the scheduler's bands use the same integers."""
+    """The admin's names for the scheduler's bands (lower is served first); the numbers have their
+    one home in `scheduling.jobs`."""
 
-    INTERACTIVE = 0, "interactive"
-    STANDARD = 1, "standard"
-    BATCH = 2, "batch"
+    INTERACTIVE = jobs.INTERACTIVE, "interactive"
+    STANDARD = jobs.STANDARD, "standard"
+    BATCH = jobs.BATCH, "batch"
 
 
 class OverBudget(models.TextChoices):

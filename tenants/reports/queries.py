@@ -186,15 +186,3 @@ def error_types(flt: UsageFilter) -> list[dict[str, Any]]:
         .order_by("status", "error_type")
     )
     return [dict(r) for r in rows]
-
-
-def total_of(rows: list[dict[str, Any]], measure: str) -> Any:
-    return sum((r[measure] for r in rows), Decimal(0) if measure == "cost" else 0)
-
-
-def with_share(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each row's share of the total cost, in percent, for the tables' bar column."""
-    total = total_of(rows, "cost")
-    for r in rows:
-        r["share"] = float(r["cost"] / total * 100) if total else 0.0
-    return rows

@@ -1,4 +1,4 @@
-"""The admin's report page, its CSV downloads, and the live queue dashboard page (staff only).
+"""The admin's report page and its CSV downloads (staff only).
 
 The URLconf wraps these in `admin.site.admin_view`, which sends anyone who is not active staff
 to the admin login.
@@ -21,13 +21,13 @@ from tenants.reports.budgets import budget_overview
 from tenants.reports.csvexport import csv_response
 from tenants.reports.latency import latency_by_band
 from tenants.reports.queries import (
+    MEASURES,
     UsageFilter,
     error_types,
     usage_by,
     usage_totals,
 )
 
-MEASURES = ["requests", "prompt_tokens", "completion_tokens", "total_tokens", "cost"]
 TABLES: dict[str, tuple[str, list[str]]] = {
     "tenants": ("Usage per tenant", ["tenant", *MEASURES]),
     "users": ("Usage per user", ["tenant", "user", *MEASURES]),
@@ -154,12 +154,3 @@ def report_csv_view(request: HttpRequest, table: str) -> HttpResponse:
     if table in DIMENSION:
         rows = [*rows, {columns[0]: "total", **usage_totals(flt)}]
     return csv_response(f"{table}-{flt.start}-{flt.end}.csv", columns, rows)
-
-
-def dashboard_view(request: HttpRequest) -> HttpResponse:
-    context = {
-        **admin.site.each_context(request),
-        "title": "Live queues",
-        "ws_path": "/ws/admin/dashboard/",
-    }
-    return TemplateResponse(request, "admin/reports/dashboard.html", context)

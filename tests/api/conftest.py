@@ -12,21 +12,21 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import ApplicationCommunicator
 
+from simulator.launcher import RunningSimulator, start_simulator
 from tenants.models import ApiKey, AppType, Backend, Band, ModelRoute, Tenant, Tier
-from tests.support.processes import Simulator, start_simulator
 
 MODEL = "demo-llama"
 
 
 @pytest.fixture(scope="session")
-def simulator() -> Iterator[Simulator]:
+def simulator() -> Iterator[RunningSimulator]:
     sim = start_simulator("--max-num-seqs", "4", "--model", MODEL, "--speed", "10")
     yield sim
     sim.stop()
 
 
 @pytest.fixture
-def world(transactional_db: None, simulator: Simulator, settings: Any) -> dict[str, Any]:
+def world(transactional_db: None, simulator: RunningSimulator, settings: Any) -> dict[str, Any]:
     """A tenant with a tight tier (one at a time, two queued) routed to the simulator."""
     from tenants.budget import cache as spend_cache
 
@@ -65,7 +65,7 @@ async def gateway(world: dict[str, Any]) -> AsyncIterator[Any]:
 
 def gate_open(gw: Any) -> bool:
     snap = gw.snapshot()
-    return bool(snap and snap["backends"] and snap["backends"][0]["gates"][0]["open"])
+    return bool(snap.backends and snap.backends[0].gates[0].open)
 
 
 async def wait_for(condition: Any, timeout: float) -> None:
@@ -133,7 +133,7 @@ async def read_all(
     return head["status"], dict(head["headers"]), body
 
 
-async def simulator_metric(sim: Simulator, name: str) -> float:
+async def simulator_metric(sim: RunningSimulator, name: str) -> float:
     from prometheus_client.parser import text_string_to_metric_families
 
     async with httpx.AsyncClient() as client:

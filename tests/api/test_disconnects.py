@@ -8,11 +8,11 @@ from tests.api.conftest import chat_body, read_all, simulator_metric, start, usa
 
 
 def depth(gw) -> int:
-    return sum(q["depth"] for q in gw.snapshot()["queues"])
+    return sum(q.depth for q in gw.snapshot().queues)
 
 
 def in_flight(gw) -> int:
-    return sum(b["in_flight"] for b in gw.snapshot()["backends"])
+    return sum(b.in_flight for b in gw.snapshot().backends)
 
 
 async def test_a_client_that_disconnects_while_queued_leaves_the_queue_unseen_by_the_backend(

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from simulator.launcher import RunningSimulator, start_simulator
 from tenants.models import ApiKey, AppType, Backend, Band, ModelRoute, Tenant, Tier
 from tests.api.conftest import MODEL, chat_body, start, wait_for
-from tests.support.processes import Simulator, start_simulator
 
 
 @pytest.fixture
-def narrow_simulator() -> Iterator[Simulator]:
+def narrow_simulator() -> Iterator[RunningSimulator]:
     sim = start_simulator("--max-num-seqs", "2", "--model", MODEL, "--speed", "2")
     yield sim
     sim.stop()
@@ -52,9 +52,9 @@ async def test_a_light_users_request_starts_before_the_power_users_tenth(two_use
     power_key, light_key = two_users
     gw = await get_gateway()
     try:
-        await wait_for(lambda: gw.snapshot()["backends"][0]["gates"][0]["open"], 5)
+        await wait_for(lambda: gw.snapshot().backends[0].gates[0].open, 5)
         power = [await start(power_key, chat_body(max_tokens=20)) for _ in range(12)]
-        await wait_for(lambda: sum(q["depth"] for q in gw.snapshot()["queues"]) >= 8, 5)
+        await wait_for(lambda: sum(q.depth for q in gw.snapshot().queues) >= 8, 5)
         light = await start(light_key, chat_body(max_tokens=20))
         times = await asyncio.gather(*(first_token_at(c) for c in [*power, light]))
         power_starts, light_start = sorted(times[:-1]), times[-1]

@@ -10,7 +10,7 @@ from tests.api.conftest import chat_body, read_all, start, usage_rows, wait_for
 
 
 def depth(gw) -> int:
-    return sum(q["depth"] for q in gw.snapshot()["queues"])
+    return sum(q.depth for q in gw.snapshot().queues)
 
 
 async def test_a_full_per_user_queue_is_a_429_with_retry_after(gateway, world):
@@ -48,7 +48,7 @@ async def test_a_job_that_waits_past_the_tier_timeout_is_a_503(gateway, world):
 async def test_a_bad_key_is_a_401_in_openais_shape(gateway, world):
     status, _, body = await read_all(await start("sk-llms-" + "x" * 40, chat_body()))
     assert status == 401
-    assert json.loads(body)["error"]["type"] == "authentication_error"
+    assert json.loads(body)["error"]["code"] == "invalid_api_key"
 
 
 async def test_an_unknown_model_is_a_404_and_is_recorded_as_rejected(gateway, world):

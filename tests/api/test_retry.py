@@ -55,7 +55,7 @@ async def test_a_request_is_retried_on_another_backend_when_the_first_fails_earl
     backend, url = failing
     await sync_to_async(add_failing_backend)(url)
     await gateway.reload_once()
-    await wait_for(lambda: len(gateway.snapshot()["backends"]) == 2, 5)
+    await wait_for(lambda: len(gateway.snapshot().backends) == 2, 5)
 
     status, _, body = await read_all(
         await start(world["alice"], chat_body(max_tokens=3, stream=stream))

@@ -66,7 +66,7 @@ async def test_a_cancel_message_stops_the_stream_and_frees_the_slot(gateway, wor
     await ws.send_json_to({"type": "cancel", "id": "long"})
     seen = await collect(ws, "long")
     assert seen[-1]["type"] == "cancelled"
-    await wait_for(lambda: all(b["in_flight"] == 0 for b in gateway.snapshot()["backends"]), 5)
+    await wait_for(lambda: all(b.in_flight == 0 for b in gateway.snapshot().backends), 5)
     await ws.disconnect()
 
 
@@ -76,7 +76,7 @@ async def test_closing_the_socket_cancels_its_requests(gateway, world):
     await ws.send_json_to({"type": "request", "id": "long", "body": {**BODY, "max_tokens": 500}})
     assert (await ws.receive_json_from(10))["type"] == "start"
     await ws.disconnect()
-    await wait_for(lambda: all(b["in_flight"] == 0 for b in gateway.snapshot()["backends"]), 5)
+    await wait_for(lambda: all(b.in_flight == 0 for b in gateway.snapshot().backends), 5)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 
 from llmserver.backends.metrics import MetricsReader
-from llmserver.backends.simulator.process import RunningSimulator
 from scheduling.backend_state import BackendMetrics
+from simulator.launcher import RunningSimulator
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from llmserver.backends.simulator.process import RunningSimulator, start_simulator
+from simulator.launcher import RunningSimulator, start_simulator
 
 
 @pytest.fixture

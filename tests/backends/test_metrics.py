@@ -9,7 +9,7 @@ import pytest
 
 from llmserver.backends.metrics import MetricsPoller, MetricsReader, window_mean
 from scheduling import BackendMetrics
-from tests.support.processes import start_simulator
+from simulator.launcher import start_simulator
 
 # Copies of shared/fixtures/metrics: real expositions of vLLM v1, TGI and SGLang.
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -8,8 +8,8 @@ import json
 
 import httpx
 
-from llmserver.backends.simulator.engine import Engine, EngineConfig, Sequence
-from llmserver.backends.simulator.protocol import tokenize
+from simulator.engine import Engine, EngineConfig, Sequence
+from simulator.protocol import tokenize
 
 
 async def test_streaming_with_include_usage_ends_with_a_usage_chunk_and_done(simulator) -> None:

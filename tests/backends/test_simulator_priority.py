@@ -9,7 +9,7 @@ import httpx
 import pytest
 from backend_helpers import read_metrics, wait_for
 
-from llmserver.backends.simulator.process import RunningSimulator
+from simulator.launcher import RunningSimulator
 
 
 async def _completion_order(client: httpx.AsyncClient, sim: RunningSimulator) -> list[str]:

@@ -19,20 +19,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.processes import (
-    ROOT,
-    Database,
-    Gateway,
-    free_port,
-    start_gateway,
-    start_simulator,
-)
+from llmserver.testing.processes import ROOT, Database, Gateway, start_gateway
+from simulator.launcher import start_simulator
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 OUT = ROOT / "test-output"
 DOCS = ROOT / "docs" / "img"
-HAS_SIM = (ROOT / "llmserver/management/commands/simulate_backend.py").exists()
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
 if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
@@ -65,10 +58,7 @@ for day in range(14):
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    # With the simulator the requests stream; without it (its command not landed yet) they sit
-    # queued behind a closed gate. Either way the scheduler changes and the runtime publishes it.
-    sim = start_simulator("--max-num-seqs", "2", "--model", "demo-llama") if HAS_SIM else None
-    backend_url = sim.url if sim else f"http://127.0.0.1:{free_port()}"
+    sim = start_simulator("--max-num-seqs", "2", "--model", "demo-llama")
     database = Database(Path(tmp_path_factory.mktemp("browser")))
     url = database.url
     if url.startswith("sqlite:"):
@@ -77,12 +67,11 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
         OUT.mkdir(exist_ok=True)
         (OUT / "browser.sqlite3").unlink(missing_ok=True)
         url = "sqlite:///test-output/browser.sqlite3"
-    gw = start_gateway(url, backend_url, {"SCRAPE_INTERVAL": "0.1"})
+    gw = start_gateway(url, sim.url, {"SCRAPE_INTERVAL": "0.1"})
     gw.manage("shell", "-c", FILL)
     yield gw
     gw.stop()
-    if sim:
-        sim.stop()
+    sim.stop()
     database.drop()
 
 

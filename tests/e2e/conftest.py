@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import Database, Gateway, Simulator, start_gateway, start_simulator
+from llmserver.testing.processes import Database, Gateway, start_gateway
+from simulator.launcher import RunningSimulator, start_simulator
 
 
 @pytest.fixture(scope="module")
-def e2e_simulator() -> Iterator[Simulator]:
+def e2e_simulator() -> Iterator[RunningSimulator]:
     sim = start_simulator("--max-num-seqs", "8", "--model", "demo-llama", "--speed", "10")
     yield sim
     sim.stop()
@@ -19,7 +20,7 @@ def e2e_simulator() -> Iterator[Simulator]:
 
 @pytest.fixture(scope="module")
 def e2e_gateway(
-    e2e_simulator: Simulator, tmp_path_factory: pytest.TempPathFactory
+    e2e_simulator: RunningSimulator, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Gateway]:
     database = Database(Path(tmp_path_factory.mktemp("e2e")))
     gateway = start_gateway(database.url, e2e_simulator.url, {"SCRAPE_INTERVAL": "0.05"})

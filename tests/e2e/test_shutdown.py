@@ -8,7 +8,7 @@ import signal
 import httpx
 import pytest
 
-from tests.support.processes import Database, start_gateway
+from llmserver.testing.processes import Database, start_gateway
 
 pytestmark = pytest.mark.e2e
 

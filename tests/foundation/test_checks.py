@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from tenants.checks import check_debug_with_open_hosts, check_stale_after_exceeds_scrape
+from llmserver.checks import (
+    check_debug_with_open_hosts,
+    check_settings_read,
+    check_stale_after_exceeds_scrape,
+)
 
 
 def test_e001_stale_after_must_exceed_the_scrape_interval(settings):
     settings.LLMSERVER = {**settings.LLMSERVER, "SCRAPE_INTERVAL": 2.0, "STALE_AFTER": 1.0}
-    assert [m.id for m in check_stale_after_exceeds_scrape(None)] == ["tenants.E001"]
+    assert [m.id for m in check_stale_after_exceeds_scrape(None)] == ["gateway.E001"]
     settings.LLMSERVER = {**settings.LLMSERVER, "SCRAPE_INTERVAL": 0.25, "STALE_AFTER": 2.0}
     assert check_stale_after_exceeds_scrape(None) == []
 
 
 def test_w001_debug_with_every_host_allowed(settings):
     settings.DEBUG, settings.ALLOWED_HOSTS = True, ["*"]
-    assert [m.id for m in check_debug_with_open_hosts(None)] == ["tenants.W001"]
+    assert [m.id for m in check_debug_with_open_hosts(None)] == ["gateway.W001"]
     settings.DEBUG = False
     assert check_debug_with_open_hosts(None) == []
+
+
+def test_e002_a_setting_the_gateway_does_not_know_is_an_error(settings):
+    settings.LLMSERVER = {**settings.LLMSERVER, "SCRAPE_INTERVALL": 1.0}
+    assert [m.id for m in check_settings_read(None)] == ["gateway.E002"]

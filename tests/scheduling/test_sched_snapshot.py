@@ -1,8 +1,9 @@
-"""The snapshot keeps the shape the dashboard and /metrics consume."""
+"""The snapshot keeps the shape the dashboard and /metrics consume, and turns into JSON."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 from sched_helpers import ALICE, BOB, fresh, job, metered, plain, scheduler
 
@@ -13,7 +14,7 @@ def test_it_is_json_serialisable_with_the_agreed_keys() -> None:
     s = scheduler(metered("b1"), plain("b2"))
     s.update_metrics("b1", fresh())
     s.submit(job(ALICE), 0.0)
-    snap = json.loads(json.dumps(build_snapshot(s, 1.0)))
+    snap = json.loads(json.dumps(asdict(build_snapshot(s, 1.0))))
     assert set(snap) == {"at", "queues", "backends", "totals"}
     assert set(snap["queues"][0]) == {
         "model",
@@ -32,6 +33,7 @@ def test_it_is_json_serialisable_with_the_agreed_keys() -> None:
         "max_in_flight",
         "has_metrics",
         "stale",
+        "usable",
         "metrics",
         "gates",
     } <= set(b1)
@@ -61,15 +63,24 @@ def test_it_reports_depth_and_in_flight_per_principal() -> None:
     s.submit(job(ALICE), 0.0)
     s.submit(job(BOB), 0.0)
     s.select(0.0)
-    rows = {q["user"]: (q["depth"], q["in_flight"]) for q in build_snapshot(s, 0.0)["queues"]}
+    rows = {q.user: (q.depth, q.in_flight) for q in build_snapshot(s, 0.0).queues}
     assert rows == {"alice": (1, 1), "bob": (1, 0)}
 
 
 def test_it_reports_a_closed_gate_with_its_reason() -> None:
     s = scheduler(metered())
-    (b,) = build_snapshot(s, 0.0)["backends"]
-    assert b["metrics"] is None and b["stale"] is True
-    assert {g["reason"] for g in b["gates"]} == {"no_metrics"}
+    (b,) = build_snapshot(s, 0.0).backends
+    assert b.metrics is None and b.stale is True and b.usable is False
+    assert {g.reason for g in b.gates} == {"no_metrics"}
+
+
+def test_it_calls_a_fresh_backend_usable_even_while_its_gates_are_closed() -> None:
+    s = scheduler(metered(max_in_flight=1))
+    s.update_metrics("b1", fresh())
+    s.submit(job(ALICE), 0.0)
+    s.select(0.0)
+    (b,) = build_snapshot(s, 0.0).backends
+    assert b.usable is True and {g.reason for g in b.gates} == {"max_in_flight"}
 
 
 def test_it_counts_totals() -> None:
@@ -79,5 +90,5 @@ def test_it_counts_totals() -> None:
     s.select(0.0)
     s.cancel(b.id)
     s.complete(a.id, 1.0)
-    t = build_snapshot(s, 0.0)["totals"]
+    t = build_snapshot(s, 0.0).totals
     assert (t["dispatched"], t["completed"], t["cancelled"], t["queued"]) == (1, 1, 1, 0)

@@ -1,20 +1,16 @@
 """Run the gateway under daphne, optionally with the built-in backend simulator beside it.
 
 `make run` uses this: the simulator starts as a child process (stopped when the gateway stops),
-then daphne serves `llmserver.asgi:application` in this process.
+through the simulator's one launcher, then daphne serves `llmserver.asgi:application` in this process.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from typing import Any
 
-import httpx
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from simulator.launcher import start_simulator
 
 
 class Command(BaseCommand):
@@ -33,43 +29,19 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         simulator = None
         if options["simulator_port"]:
-            simulator = self._start_simulator(
-                options["host"], options["simulator_port"], options["simulator_args"]
-            )
+            host, port = options["host"], options["simulator_port"]
+            try:
+                simulator = start_simulator(
+                    *options["simulator_args"].split(), host=host, port=port, quiet=False
+                )
+            except (RuntimeError, TimeoutError) as exc:
+                raise CommandError(f"The simulator did not start: {exc}") from exc
+            self.stdout.write(f"Backend simulator on {simulator.url}")
         try:
             self._serve(options["host"], options["port"])
         finally:
             if simulator is not None:
-                simulator.send_signal(signal.SIGTERM)
-                try:
-                    simulator.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    simulator.kill()
-
-    def _start_simulator(self, host: str, port: int, extra: str) -> subprocess.Popen[bytes]:
-        command = [
-            sys.executable,
-            "manage.py",
-            "simulate_backend",
-            "--host",
-            host,
-            "--port",
-            str(port),
-            *extra.split(),
-        ]
-        process = subprocess.Popen(command, env=os.environ.copy())
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise CommandError(f"The simulator exited with status {process.returncode}.")
-            try:
-                if httpx.get(f"http://{host}:{port}/health", timeout=1).status_code == 200:
-                    self.stdout.write(f"Backend simulator on http://{host}:{port}")
-                    return process
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        process.kill()
-        raise CommandError("The simulator did not become healthy within 30 s.")
+                simulator.stop()
 
     def _serve(self, host: str, port: int) -> None:
         from daphne.endpoints import build_endpoint_description_strings

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from llmserver.backends.simulator.cli import add_arguments, config_from, serve
+from simulator.cli import add_arguments, config_from, serve
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@
 (function () {
   "use strict";
   const root = document.getElementById("dashboard");
-  const BANDS = ["interactive", "standard", "batch"];
+  const BANDS = JSON.parse(document.getElementById("band-names").textContent);
   let count = 0;
 
   function cell(row, value, cls) {

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from llmserver.backends.simulator.prefix_cache import PrefixCache
-from llmserver.backends.simulator.queue import POLICIES, create_request_queue
-from llmserver.backends.simulator.stats import EngineStats
+from simulator.prefix_cache import PrefixCache
+from simulator.queue import POLICIES, create_request_queue
+from simulator.stats import EngineStats
 
 _ids = itertools.count(1)
 

@@ -14,9 +14,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from llmserver.backends.simulator.engine import Engine, EngineConfig, Sequence
-from llmserver.backends.simulator.exposition import CONTENT_TYPE, build_registry, render
-from llmserver.backends.simulator.protocol import (
+from simulator.engine import Engine, EngineConfig, Sequence
+from simulator.exposition import CONTENT_TYPE, build_registry, render
+from simulator.protocol import (
     DONE,
     RequestError,
     ResponseBuilder,

@@ -1,7 +1,8 @@
-"""Real processes for end-to-end tests and benchmarks: the simulator and daphne, on loopback.
+"""The gateway as a real daphne process on loopback, for end-to-end tests and benchmarks.
 
 Each runs on a free 127.0.0.1 port with its own database (a fresh SQLite file, or a fresh
 PostgreSQL database when DATABASE_URL points at PostgreSQL), and is stopped by whoever started it.
+The simulator has its own launcher (`simulator.launcher`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from llmserver.backends.simulator.process import free_port
+from simulator.launcher import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,43 +48,6 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=5)
-
-
-@dataclass
-class Simulator:
-    url: str
-    process: subprocess.Popen[bytes]
-
-    def stop(self) -> None:
-        stop(self.process)
-
-
-def start_simulator(
-    *args: str, env: dict[str, str] | None = None, quiet: bool = False
-) -> Simulator:
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "manage.py",
-            "simulate_backend",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            *args,
-        ],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.DEVNULL if quiet else None,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(url + "/health", process)
-    except Exception:
-        stop(process)
-        raise
-    return Simulator(url, process)
 
 
 class Database:

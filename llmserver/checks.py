@@ -1,4 +1,4 @@
-"""System checks for settings that only make sense together."""
+"""The gateway's system checks: settings that cannot be read, or only make sense together."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
+
+from llmserver.conf import gateway_settings
 
 
 @checks.register(checks.Tags.security)
@@ -15,21 +17,33 @@ def check_debug_with_open_hosts(app_configs: Any, **kwargs: Any) -> list[checks.
             checks.Warning(
                 "DEBUG is on and ALLOWED_HOSTS accepts every host.",
                 hint="Turn DEBUG off, or list the hosts this gateway serves.",
-                id="tenants.W001",
+                id="gateway.W001",
             )
         ]
     return []
 
 
 @checks.register()
+def check_settings_read(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    try:
+        gateway_settings()
+    except (TypeError, ValueError) as exc:
+        return [checks.Error(f"LLMSERVER cannot be read: {exc}", id="gateway.E002")]
+    return []
+
+
+@checks.register()
 def check_stale_after_exceeds_scrape(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
-    conf = settings.LLMSERVER
-    if conf["STALE_AFTER"] <= conf["SCRAPE_INTERVAL"]:
+    try:
+        conf = gateway_settings()
+    except (TypeError, ValueError):
+        return []  # gateway.E002 says why
+    if conf.stale_after <= conf.scrape_interval:
         return [
             checks.Error(
                 "METRICS_STALE_AFTER must be longer than SCRAPE_INTERVAL, or every backend is "
                 "always stale and every gate stays closed.",
-                id="tenants.E001",
+                id="gateway.E001",
             )
         ]
     return []

@@ -1,5 +1,5 @@
 """Command-line options for the simulator, shared by `manage.py simulate_backend` and
-`python -m llmserver.backends.simulator`, and the daphne server that serves it."""
+`python -m simulator`, and the daphne server that serves it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from llmserver.backends.simulator.engine import EngineConfig
-from llmserver.backends.simulator.exposition import FORMATS
-from llmserver.backends.simulator.queue import POLICIES
+from simulator.engine import EngineConfig
+from simulator.exposition import FORMATS
+from simulator.queue import POLICIES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +59,7 @@ def serve(options: dict[str, object]) -> None:
     it delivers `http.disconnect` when a client drops, which the abort path relies on."""
     from daphne.server import Server
 
-    from llmserver.backends.simulator.app import SimulatorApp
+    from simulator.app import SimulatorApp
 
     app = SimulatorApp(
         config_from(options),
@@ -83,7 +83,7 @@ def serve(options: dict[str, object]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m llmserver.backends.simulator")
+    parser = argparse.ArgumentParser(prog="python -m simulator")
     add_arguments(parser)
     options = vars(parser.parse_args(argv))
     try:

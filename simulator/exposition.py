@@ -21,8 +21,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from llmserver.backends.simulator.engine import Engine
-from llmserver.backends.simulator.stats import FINISH_REASONS, Histogram
+from simulator.engine import Engine
+from simulator.stats import FINISH_REASONS, Histogram
 
 FORMATS = ("vllm", "tgi", "sglang")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -1,0 +1,51 @@
+"""The gateway's process settings as one frozen object, read once from `settings.LLMSERVER`.
+
+`settings.py` reads the environment into `LLMSERVER` (a plain dict, so Django's test settings can
+override it); everything else reads this object, built when the gateway starts and checked by the
+`gateway.*` system checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from django.conf import settings
+
+from scheduling import CostUnit
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySettings:
+    cost_unit: CostUnit = CostUnit.TOKENS
+    output_token_weight: float = 4.0
+    within_principal: str = "fifo"
+    aging_seconds: float | None = None
+    scrape_interval: float = 0.25
+    scrape_timeout: float = 1.0
+    stale_after: float = 2.0
+    upstream_connect_timeout: float = 5.0
+    upstream_read_timeout: float = 600.0
+    upstream_max_connections: int = 1024
+    max_body_bytes: int = 1_048_576
+    max_tokens_limit: int = 32768
+    default_max_tokens: int = 256
+    usage_flush_interval: float = 1.0
+    usage_batch_size: int = 500
+    key_cache_seconds: float = 30.0
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> GatewaySettings:
+        """From `LLMSERVER`'s upper-case names; an unknown name is an error, not ignored."""
+        known = {f.name for f in fields(cls)}
+        unknown = {name.lower() for name in values} - known
+        if unknown:
+            raise ValueError(f"unknown LLMSERVER settings: {', '.join(sorted(unknown))}")
+        options = {name.lower(): value for name, value in values.items()}
+        options["cost_unit"] = CostUnit(options.get("cost_unit", CostUnit.TOKENS))
+        return cls(**options)
+
+
+def gateway_settings() -> GatewaySettings:
+    return GatewaySettings.from_mapping(settings.LLMSERVER)

@@ -1,0 +1,39 @@
+"""Accounting, on every ending of a request: the scheduler slot, the fair-share correction to the
+real cost, the gateway's metrics and exactly one usage draft."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from llmserver.conf import GatewaySettings
+from llmserver.runtime.observability import GatewayMetrics
+from llmserver.runtime.usage import UsageDraft, UsageWriter
+from scheduling import SchedulerService, Ticket, job_cost
+from tenants.models import UsageStatus
+
+
+def settle(
+    draft: UsageDraft,
+    ticket: Ticket | None,
+    scheduler: SchedulerService,
+    conf: GatewaySettings,
+    metrics: GatewayMetrics,
+    usage: UsageWriter,
+    model_label: str,
+) -> None:
+    """`draft` holds the request's final status and tokens; `model_label` is the public model
+    name if it is configured, else "unknown" (labels must not grow with what clients send)."""
+    if ticket is not None:
+        cost = job_cost(
+            conf.cost_unit, draft.prompt_tokens, draft.completion_tokens, conf.output_token_weight
+        )
+        if draft.status == UsageStatus.OK:
+            scheduler.complete(ticket, cost)
+        else:
+            scheduler.cancel(ticket, cost)
+    draft.finished_at = timezone.now()
+    metrics.requests.labels(model_label, str(draft.band), draft.status).inc()
+    if draft.status != UsageStatus.REJECTED or draft.error_type:
+        metrics.tokens.labels(draft.tenant_slug, "prompt").inc(draft.prompt_tokens)
+        metrics.tokens.labels(draft.tenant_slug, "completion").inc(draft.completion_tokens)
+    usage.add(draft)

@@ -1,0 +1,121 @@
+"""One completion, start to end: admission, dispatch with retry, relay, and accounting in
+`finally`, whatever happens (success, an error, a client that disconnects and cancels this
+coroutine)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from django.utils import timezone
+
+from llmserver.api.errors import ApiError
+from llmserver.api.validation import CompletionRequest
+from llmserver.pipeline.accounting import settle
+from llmserver.pipeline.admission import admit
+from llmserver.pipeline.dispatch import run_on_pool, submit
+from llmserver.pipeline.relay import Relay, Sink
+from llmserver.runtime.gateway import Gateway
+from llmserver.runtime.keys import KeyInfo
+from llmserver.runtime.usage import UsageDraft
+from scheduling import Job, Principal, job_cost
+from tenants.models import UsageStatus
+
+
+class Completion:
+    def __init__(
+        self, gw: Gateway, key: KeyInfo, req: CompletionRequest, sink: Sink, request_id: str
+    ) -> None:
+        self.gw, self.key, self.req, self.request_id = gw, key, req, request_id
+        self.relay = Relay(sink, req, self._headers)
+        self.arrived = time.monotonic()
+        self.dispatched_at: float | None = None
+        self.draft = UsageDraft(
+            request_id=request_id,
+            tenant_id=key.tenant_id,
+            tenant_slug=key.tenant_slug,
+            api_key_id=key.key_id,
+            user=key.user,
+            model=req.model,
+            tier=key.tier_name,
+            band=key.band,
+            queued_at=timezone.now(),
+            prompt_tokens=req.estimated_prompt_tokens,
+            status=UsageStatus.REJECTED,
+        )
+
+    @property
+    def started(self) -> bool:
+        """Whether the client has had the first byte (an error can then only be an event)."""
+        return self.relay.started
+
+    async def run(self) -> None:
+        gw, ticket = self.gw, None
+        try:
+            admission = await admit(self.key, self.req, gw.routes())
+            self.draft.band = admission.band
+            ticket = submit(gw.scheduler, self._job(admission.band))
+            started = lambda: self.relay.started  # noqa: E731
+            await run_on_pool(gw.scheduler, ticket, admission.pool, self._forward, started)
+            self.draft.status = UsageStatus.OK
+        except ApiError as exc:
+            dispatched = ticket is not None and ticket.backend is not None
+            self.draft.status = UsageStatus.ERROR if dispatched else UsageStatus.REJECTED
+            self.draft.error_type = exc.code or exc.type
+            if not self.relay.started:
+                raise
+            await self.relay.fail(exc)
+        except asyncio.CancelledError:
+            self.draft.status = UsageStatus.CANCELLED
+            raise
+        except Exception:
+            self.draft.status = UsageStatus.ERROR
+            self.draft.error_type = "internal_error"
+            raise
+        finally:
+            self._count_tokens()
+            model_label = self.req.model if self.req.model in gw.routes() else "unknown"
+            settle(self.draft, ticket, gw.scheduler, gw.settings, gw.metrics, gw.usage, model_label)
+
+    def _job(self, band: int) -> Job:
+        key, req, conf = self.key, self.req, self.gw.settings
+        return Job(
+            id=self.request_id,
+            principal=Principal(key.tenant_slug, key.user),
+            model=req.model,
+            band=band,
+            weight=key.weight,
+            estimated_cost=job_cost(
+                conf.cost_unit,
+                req.estimated_prompt_tokens,
+                req.max_tokens,
+                conf.output_token_weight,
+            ),
+            estimated_output_tokens=req.max_tokens,
+            prefix_key=req.prefix_key,
+            deadline=self.gw.clock() + key.queue_timeout,
+            max_queued=key.max_queued,
+            max_concurrent=key.max_concurrent,
+        )
+
+    async def _forward(self, backend: str, upstream_model: str) -> None:
+        self.dispatched_at = time.monotonic()
+        self.draft.backend = backend
+        self.draft.dispatched_at = timezone.now()
+        self.gw.metrics.queue_wait.labels(str(self.draft.band)).observe(
+            self.dispatched_at - self.arrived
+        )
+        await self.relay.forward(self.gw.clients[backend], upstream_model, self.draft.band)
+
+    def _headers(self) -> dict[str, str]:
+        """Sent with the first byte, which is also the first token."""
+        self.draft.first_token_at = timezone.now()
+        now = time.monotonic()
+        self.gw.metrics.ttft.labels(str(self.draft.band)).observe(now - self.arrived)
+        queued = (self.dispatched_at or now) - self.arrived
+        return {"x-request-id": self.request_id, "x-queue-time-ms": f"{queued * 1000:.1f}"}
+
+    def _count_tokens(self) -> None:
+        if self.relay.reported_prompt is not None:
+            self.draft.prompt_tokens = self.relay.reported_prompt
+        self.draft.completion_tokens = self.relay.completion_tokens

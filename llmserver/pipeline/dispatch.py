@@ -1,0 +1,77 @@
+"""Dispatch: queue the job, wait for the backend the scheduler gives it, and try another backend
+of the pool while nothing has reached the client yet."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+
+from llmserver.api.errors import (
+    ApiError,
+    no_backend,
+    queue_timeout,
+    rate_limited,
+    upstream_failed,
+    upstream_rejected,
+)
+from llmserver.backends.upstream import BackendError
+from scheduling import Job, NoBackend, QueueFull, QueueTimeout, SchedulerService, Ticket
+
+Forward = Callable[[str, str], Awaitable[None]]
+
+
+def submit(scheduler: SchedulerService, job: Job) -> Ticket:
+    try:
+        return scheduler.submit(job)
+    except QueueFull as exc:
+        message = "You have too many requests queued; wait for some to finish."
+        raise rate_limited(message, exc.retry_after, "queue_full") from None
+    except NoBackend:
+        raise no_backend(job.model) from None
+
+
+async def run_on_pool(
+    scheduler: SchedulerService,
+    ticket: Ticket,
+    pool: Mapping[str, str],
+    forward: Forward,
+    started: Callable[[], bool],
+) -> None:
+    """`forward(backend, upstream_model)` on each backend the scheduler grants, until one
+    succeeds; a retryable failure before anything was sent goes back to the head of the queue,
+    excluding the backends that failed."""
+    failed: set[str] = set()
+    while True:
+        try:
+            backend = await ticket.dispatched()
+        except QueueTimeout:
+            raise queue_timeout() from None
+        try:
+            await forward(backend, pool[backend])
+            return
+        except BackendError as exc:
+            failed.add(backend)
+            if exc.retryable and not started() and set(pool) - failed:
+                try:
+                    scheduler.requeue(ticket, backend)
+                    continue
+                except NoBackend:
+                    pass
+            raise as_api_error(exc) from None
+
+
+def as_api_error(exc: BackendError) -> ApiError:
+    """A backend's own refusal (4xx but 429) reaches the client as such; anything else is 502."""
+    status = exc.status or 0
+    if 400 <= status < 500 and status != 429 and not exc.retryable:
+        return upstream_rejected(status, _upstream_message(exc))
+    return upstream_failed(exc.message)
+
+
+def _upstream_message(exc: BackendError) -> str:
+    if isinstance(exc.body, dict):
+        err = exc.body.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    return exc.message

@@ -1,0 +1,64 @@
+"""`manage.py apply_config SPEC.json`: change tiers and backends and create keys from one file.
+
+For scripted set-ups (benchmarks, provisioning): the spec is
+`{"tenant": "demo", "tiers": {name: {field: value}}, "backends": {name: {field: value}},
+"keys": [[user, tier name, app type], ...]}`; every part is optional. It runs in one
+transaction and prints the new keys' secrets as JSON, `{user: secret}` (shown once, as always).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import FieldDoesNotExist
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from tenants.models import ApiKey, Backend, Tenant, Tier
+
+
+class Command(BaseCommand):
+    help = "Apply a JSON spec of tier and backend changes and new keys; prints the keys as JSON."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("spec", help="Path of the JSON spec, or - for standard input.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        source = options["spec"]
+        try:
+            text = self.stdin.read() if source == "-" else Path(source).read_text()
+            spec = json.loads(text)
+        except (OSError, ValueError) as exc:
+            raise CommandError(f"Cannot read the spec: {exc}") from exc
+        if not isinstance(spec, dict):
+            raise CommandError("The spec must be a JSON object.")
+        try:
+            with transaction.atomic():
+                keys = apply(spec)
+        except (FieldDoesNotExist, Tier.DoesNotExist, Tenant.DoesNotExist, TypeError) as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(json.dumps(keys))
+
+
+def apply(spec: dict[str, Any]) -> dict[str, str]:
+    for name, values in spec.get("tiers", {}).items():
+        _check_fields(Tier, values)
+        Tier.objects.filter(name=name).update(**values)
+    for name, values in spec.get("backends", {}).items():
+        _check_fields(Backend, values)
+        Backend.objects.filter(name=name).update(**values)
+    keys: dict[str, str] = {}
+    if spec.get("keys"):
+        tenant = Tenant.objects.get(slug=spec.get("tenant", "demo"))
+        for user, tier, app in spec["keys"]:
+            _, keys[user] = ApiKey.objects.create_key(
+                tenant=tenant, user=user, tier_override=Tier.objects.get(name=tier), app_type=app
+            )
+    return keys
+
+
+def _check_fields(model: type[Tier] | type[Backend], values: dict[str, Any]) -> None:
+    for field in values:
+        model._meta.get_field(field)
