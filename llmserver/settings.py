@@ -10,6 +10,8 @@ import secrets
 import warnings
 from pathlib import Path
 
+import django_stubs_ext
+
 from llmserver.env import (
     database_from_url,
     env_bool,
@@ -20,6 +22,8 @@ from llmserver.env import (
     env_str,
     redis_url,
 )
+
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -83,7 +87,7 @@ DATABASES = {
         env_str("DATABASE_URL", "sqlite:///db.sqlite3"), base_dir=str(BASE_DIR)
     )
 }
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+if str(DATABASES["default"]["ENGINE"]).endswith("sqlite3"):
     # The usage writer and the admin share the file; wait rather than fail on a busy database.
     DATABASES["default"]["OPTIONS"] = {"timeout": 20}
 

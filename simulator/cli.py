@@ -1,5 +1,5 @@
-"""Command-line options for the simulator, shared by `manage.py simulate_backend` and
-`python -m simulator`, and the daphne server that serves it."""
+"""Command-line options for the simulator (`python -m simulator`), and the daphne server that
+serves it."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simulator.prefix_cache import PrefixCache
-from simulator.queue import POLICIES, create_request_queue
+from simulator.queue import POLICIES, RequestQueue, create_request_queue
 from simulator.stats import EngineStats
 
 _ids = itertools.count(1)
@@ -79,7 +79,7 @@ class Engine:
     def __init__(self, config: EngineConfig, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.clock = clock
-        self.waiting = create_request_queue(config.scheduling_policy)
+        self.waiting: RequestQueue[Sequence] = create_request_queue(config.scheduling_policy)
         self.running: list[Sequence] = []
         self.prefix_cache = PrefixCache(config.prefix_cache_blocks, config.block_tokens)
         self.stats = EngineStats()

@@ -90,9 +90,13 @@ class SimulatorCollector(Collector):
         )
 
     def _vllm(self) -> Iterator[Metric]:
-        e, s = self.engine, self.engine.stats
         lab = {"engine": "0", "model_name": self.model}
-        t0 = s.created
+        yield from self._vllm_gauges(lab)
+        yield from self._vllm_counters(lab)
+        yield from self._vllm_histograms(lab)
+
+    def _vllm_gauges(self, lab: dict[str, str]) -> Iterator[Metric]:
+        e = self.engine
         yield _gauge(
             "vllm:num_requests_running",
             "Number of requests in model execution batches.",
@@ -117,6 +121,9 @@ class SimulatorCollector(Collector):
         yield _gauge("vllm:kv_cache_usage_perc", kv_doc, lab, e.kv_cache_usage)
         if self.legacy_names:
             yield _gauge("vllm:gpu_cache_usage_perc", kv_doc, lab, e.kv_cache_usage)
+
+    def _vllm_counters(self, lab: dict[str, str]) -> Iterator[Metric]:
+        s, t0 = self.engine.stats, self.engine.stats.created
         yield _counter(
             "vllm:prefix_cache_queries",
             "Prefix cache queries, in terms of number of queried tokens.",
@@ -156,6 +163,9 @@ class SimulatorCollector(Collector):
         for reason in FINISH_REASONS:
             success.add_metric([*lab.values(), reason], s.finished[reason], created=t0)
         yield success
+
+    def _vllm_histograms(self, lab: dict[str, str]) -> Iterator[Metric]:
+        s, t0 = self.engine.stats, self.engine.stats.created
         yield _histogram(
             "vllm:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",
@@ -232,7 +242,6 @@ class SimulatorCollector(Collector):
         yield _histogram("tgi_request_duration", "Request duration", {}, s.e2e, None)
 
     def _sglang(self) -> Iterator[Metric]:
-        e, s = self.engine, self.engine.stats
         rank = {
             "engine_type": "unified",
             "model_name": self.model,
@@ -240,7 +249,13 @@ class SimulatorCollector(Collector):
             "pp_rank": "0",
             "tp_rank": "0",
         }
-        lab = {"engine_type": "unified", "model_name": self.model}
+        yield from self._sglang_gauges(rank)
+        yield from self._sglang_counters_and_histograms(
+            {"engine_type": "unified", "model_name": self.model}
+        )
+
+    def _sglang_gauges(self, rank: dict[str, str]) -> Iterator[Metric]:
+        e, s = self.engine, self.engine.stats
         hit_rate = s.prefix_hits / s.prefix_queries if s.prefix_queries else 0.0
         yield _gauge(
             "sglang:num_running_reqs", "The number of running requests.", rank, e.num_running
@@ -260,6 +275,9 @@ class SimulatorCollector(Collector):
             rank,
             e.config.kv_capacity_tokens,
         )
+
+    def _sglang_counters_and_histograms(self, lab: dict[str, str]) -> Iterator[Metric]:
+        s = self.engine.stats
         yield _counter(
             "sglang:num_aborted_requests",
             "Number of requests aborted.",

@@ -36,7 +36,8 @@ class Histogram:
 
     def cumulative(self) -> list[tuple[str, float]]:
         """(le, cumulative count) pairs ending with +Inf, ready for HistogramMetricFamily."""
-        out, running = [], 0
+        out: list[tuple[str, float]] = []
+        running = 0.0
         for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
             running += n
             out.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))

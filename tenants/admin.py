@@ -22,7 +22,7 @@ from tenants.models.keys import PREFIX_LENGTH, generate_key, hash_key
 
 
 @admin.register(Tier)
-class TierAdmin(admin.ModelAdmin):
+class TierAdmin(admin.ModelAdmin[Any]):
     list_display = [
         "name",
         "band",
@@ -50,7 +50,7 @@ class TierAdmin(admin.ModelAdmin):
     ]
 
 
-class ApiKeyInline(admin.TabularInline):
+class ApiKeyInline(admin.TabularInline[Any, Any]):
     model = ApiKey
     extra = 0
     fields = ["prefix", "user", "name", "app_type", "tier_override", "revoked", "last_used_at"]
@@ -62,7 +62,7 @@ class ApiKeyInline(admin.TabularInline):
         return False
 
 
-class QuotaRuleInline(admin.TabularInline):
+class QuotaRuleInline(admin.TabularInline[Any, Any]):
     model = QuotaRule
     fk_name = "tenant"
     extra = 0
@@ -70,7 +70,7 @@ class QuotaRuleInline(admin.TabularInline):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(admin.ModelAdmin[Any]):
     list_display = ["name", "slug", "default_tier", "is_active", "monthly_budget", "created_at"]
     list_filter = ["is_active", "default_tier"]
     search_fields = ["name", "slug"]
@@ -79,7 +79,7 @@ class TenantAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(admin.ModelAdmin[Any]):
     list_display = [
         "prefix",
         "tenant",
@@ -114,7 +114,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(QuotaRule)
-class QuotaRuleAdmin(admin.ModelAdmin):
+class QuotaRuleAdmin(admin.ModelAdmin[Any]):
     list_display = [
         "__str__",
         "tenant",
@@ -130,21 +130,21 @@ class QuotaRuleAdmin(admin.ModelAdmin):
 
 
 @admin.register(CostRule)
-class CostRuleAdmin(admin.ModelAdmin):
+class CostRuleAdmin(admin.ModelAdmin[Any]):
     list_display = ["model", "input_per_million", "output_per_million", "effective_from"]
     list_filter = ["model"]
     search_fields = ["model"]
     date_hierarchy = "effective_from"
 
 
-class ModelRouteInline(admin.TabularInline):
+class ModelRouteInline(admin.TabularInline[Any, Any]):
     model = ModelRoute
     extra = 1
     fields = ["public_name", "upstream_model", "enabled"]
 
 
 @admin.register(Backend)
-class BackendAdmin(admin.ModelAdmin):
+class BackendAdmin(admin.ModelAdmin[Any]):
     list_display = ["name", "kind", "base_url", "metrics_url", "enabled", "max_in_flight"]
     list_filter = ["kind", "enabled"]
     search_fields = ["name", "base_url"]
@@ -152,7 +152,7 @@ class BackendAdmin(admin.ModelAdmin):
 
 
 @admin.register(ModelRoute)
-class ModelRouteAdmin(admin.ModelAdmin):
+class ModelRouteAdmin(admin.ModelAdmin[Any]):
     list_display = ["public_name", "backend", "upstream_model", "enabled"]
     list_filter = ["enabled", "backend"]
     search_fields = ["public_name", "upstream_model", "backend__name"]
@@ -160,7 +160,7 @@ class ModelRouteAdmin(admin.ModelAdmin):
 
 
 @admin.register(UsageRecord)
-class UsageRecordAdmin(admin.ModelAdmin):
+class UsageRecordAdmin(admin.ModelAdmin[Any]):
     list_display = [
         "request_id",
         "queued_at",

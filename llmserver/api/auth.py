@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from llmserver.api.errors import unauthorized
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 
 
-def bearer(headers: list[tuple[bytes, bytes]] | list[list[bytes]]) -> str | None:
+def bearer(headers: Iterable[tuple[bytes, bytes]] | Iterable[list[bytes]]) -> str | None:
     for name, value in headers:
         if name.lower() == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")

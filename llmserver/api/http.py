@@ -11,8 +11,10 @@ import contextlib
 import json
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
+from asgiref.typing import HTTPRequestEvent
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
@@ -33,17 +35,17 @@ SSE = [
 ]
 
 
-def _header(scope: dict[str, Any], name: bytes) -> str | None:
+def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
-            return value.decode("latin-1")
+            return bytes(value).decode("latin-1")
     return None
 
 
 class JsonHttpConsumer(AsyncHttpConsumer):
     """Shared plumbing: no channel layer per request (it costs a channel), OpenAI error bodies."""
 
-    channel_layer_alias = None
+    channel_layer_alias = None  # type: ignore[assignment]  # Channels' documented "no layer"
     methods: tuple[str, ...] = ("GET",)
 
     async def send_json(
@@ -108,7 +110,7 @@ class CompletionsConsumer(JsonHttpConsumer):
         self._receive = receive
         await super().__call__(scope, receive, send)
 
-    async def http_request(self, message: dict[str, Any]) -> None:
+    async def http_request(self, message: HTTPRequestEvent) -> None:
         limit = (await get_gateway()).settings.max_body_bytes
         chunk = message.get("body", b"")
         self.size += len(chunk)

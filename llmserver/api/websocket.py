@@ -55,7 +55,7 @@ class SocketSink:
 
 
 class CompletionSocketConsumer(AsyncWebsocketConsumer):
-    channel_layer_alias = None
+    channel_layer_alias = None  # type: ignore[assignment]  # Channels' documented "no layer"
 
     async def connect(self) -> None:
         self.tasks: dict[str, asyncio.Task[None]] = {}
@@ -63,7 +63,7 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
         secret = bearer(self.scope.get("headers", []))
         if secret is None:
             query = parse_qs(self.scope.get("query_string", b"").decode())
-            secret = (query.get("api_key") or [None])[0]
+            secret = next(iter(query.get("api_key", [])), None)
         try:
             self.key: KeyInfo = await authenticate(self.gw, secret)
         except ApiError:

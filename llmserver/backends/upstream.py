@@ -7,7 +7,7 @@ while nothing has been streamed to the client yet.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx
@@ -99,12 +99,14 @@ class UpstreamClient:
         try:
             data = response.json()
         except ValueError:
-            raise BackendError("the backend answered with invalid JSON", retryable=False) from None
+            data = None
+        if not isinstance(data, dict):
+            raise BackendError("the backend answered without a JSON object", retryable=False)
         return response.status_code, data
 
     async def stream_chat(
         self, path: str, body: dict[str, Any], priority: int | None = None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes]:
         """Yield the raw SSE bytes as they arrive; closing the generator aborts the request."""
         request = self.http.build_request("POST", path, json=self._body(body, priority))
         try:

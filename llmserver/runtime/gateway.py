@@ -208,7 +208,7 @@ def _register_shutdown(gateway: Gateway) -> None:
         return
     from twisted.internet.defer import Deferred
 
-    def before_shutdown() -> Deferred:
+    def before_shutdown() -> Deferred[None]:
         return Deferred.fromFuture(asyncio.ensure_future(reset_gateway()))
 
-    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)
+    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)  # type: ignore[arg-type]

@@ -48,8 +48,8 @@ def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
     """Turn drafts into records, each priced at the rule in force at its queue time."""
     models = {d.model for d in drafts} | {"*"}
     rules: dict[str, list[CostRule]] = {}
-    for rule in CostRule.objects.filter(model__in=models):
-        rules.setdefault(rule.model, []).append(rule)
+    for known in CostRule.objects.filter(model__in=models):
+        rules.setdefault(known.model, []).append(known)
     records = []
     for d in drafts:
         rule = rule_in_force([*rules.get(d.model, ()), *rules.get("*", ())], d.model, d.queued_at)

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -30,7 +31,7 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 30
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"{process.args} exited with {process.returncode}")
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode}")
         try:
             if httpx.get(url, timeout=1.0).status_code < 500:
                 return
@@ -82,10 +83,10 @@ class Gateway:
     url: str
     process: subprocess.Popen[bytes]
     env: dict[str, str]
-    demo: dict = field(default_factory=dict)
+    demo: dict[str, Any] = field(default_factory=dict)
 
     def key(self, user: str) -> str:
-        return next(k["key"] for k in self.demo["keys"] if k["user"] == user)
+        return str(next(k["key"] for k in self.demo["keys"] if k["user"] == user))
 
     def manage(self, *args: str) -> str:
         out = subprocess.run(
@@ -120,13 +121,20 @@ def start_gateway(
         **(extra_env or {}),
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    run = dict(cwd=ROOT, env=env, capture_output=True, text=True, check=True)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v0"], **run)
-    demo = json.loads(
-        subprocess.run(
-            [sys.executable, "manage.py", "demo", "--json", "--simulator-url", simulator_url], **run
-        ).stdout
-    )
+
+    def manage(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout
+
+    manage("migrate", "--noinput", "-v0")
+    demo = json.loads(manage("demo", "--json", "--simulator-url", simulator_url))
     port = free_port()
     process = subprocess.Popen(
         [

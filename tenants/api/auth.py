@@ -42,3 +42,11 @@ class ApiKeyAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return "Bearer"
+
+
+def api_key_of(request: Request) -> ApiKey:
+    """The key that authenticated `request` (every view requires one)."""
+    key = request.auth
+    if not isinstance(key, ApiKey):
+        raise exceptions.NotAuthenticated()
+    return key

@@ -26,7 +26,9 @@ class SelfServiceSchema(AutoSchema):
             return []
         params = []
         for name, field in query().fields.items():
-            schema = dict(next(v for k, v in _TYPES.items() if isinstance(field, k)))
+            schema: dict[str, Any] = dict(
+                next(v for k, v in _TYPES.items() if isinstance(field, k))
+            )
             if isinstance(field, serializers.ChoiceField):
                 schema["enum"] = list(field.choices)
             params.append(
@@ -44,7 +46,7 @@ class SelfServiceSchema(AutoSchema):
         # DRF pluralises list-like names with `inflection`; these names are chosen, not derived.
         return method.lower() + str(self.operation_id_base)
 
-    def get_serializer(self, path: str, method: str) -> serializers.Serializer | None:
+    def get_serializer(self, path: str, method: str) -> serializers.Serializer[Any] | None:
         response = getattr(self.view, "response_serializer", None)
         return response() if response is not None else None
 
@@ -54,5 +56,6 @@ class SelfServiceSchema(AutoSchema):
         else:
             # One report object, not the array DRF assumes for a GET without path parameters.
             serializer = self.get_serializer(path, method)
+            assert serializer is not None, "every JSON view names its response_serializer"
             content = {"application/json": {"schema": self.get_reference(serializer)}}
         return {"200": {"description": "", "content": content}}

@@ -11,7 +11,7 @@ from rest_framework import serializers
 MAX_DAYS = 366
 
 
-class UsageQuery(serializers.Serializer):
+class UsageQuery(serializers.Serializer[Any]):
     """`?start=&end=` (inclusive UTC days; default: this month so far), `model`, `user`, `group_by`."""
 
     start = serializers.DateField(required=False, help_text="First UTC day, YYYY-MM-DD.")
@@ -31,7 +31,7 @@ class UsageQuery(serializers.Serializer):
         return {**attrs, "start": start, "end": end}
 
 
-class UsageRow(serializers.Serializer):
+class UsageRow(serializers.Serializer[Any]):
     day = serializers.DateField(required=False)
     model = serializers.CharField(required=False)
     user = serializers.CharField(required=False)
@@ -42,16 +42,16 @@ class UsageRow(serializers.Serializer):
     cost = serializers.DecimalField(max_digits=20, decimal_places=8, coerce_to_string=True)
 
 
-class UsageReport(serializers.Serializer):
+class UsageReport(serializers.Serializer[Any]):
     tenant = serializers.CharField()
     start = serializers.DateField()
     end = serializers.DateField()
     group_by = serializers.CharField()
-    data = UsageRow(many=True)
+    data = UsageRow(many=True)  # type: ignore[assignment]  # a field named like the base's property
     totals = UsageRow()
 
 
-class QuotaRow(serializers.Serializer):
+class QuotaRow(serializers.Serializer[Any]):
     id = serializers.IntegerField(source="rule.pk")
     scope = serializers.SerializerMethodField()
     model_pattern = serializers.CharField(source="rule.model_pattern")
@@ -72,7 +72,7 @@ class QuotaRow(serializers.Serializer):
         return str(max(obj.rule.limit - obj.consumed, 0))
 
 
-class BudgetRow(serializers.Serializer):
+class BudgetRow(serializers.Serializer[Any]):
     spent = serializers.DecimalField(max_digits=24, decimal_places=8)
     budget = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True)
     exceeded = serializers.BooleanField()
@@ -81,7 +81,7 @@ class BudgetRow(serializers.Serializer):
     month_end = serializers.DateTimeField()
 
 
-class QuotaReport(serializers.Serializer):
+class QuotaReport(serializers.Serializer[Any]):
     tenant = serializers.CharField()
     user = serializers.CharField()
     rules = QuotaRow(many=True)

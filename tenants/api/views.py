@@ -1,6 +1,6 @@
 """Self-service views: a key's tenant's usage (JSON and CSV) and its quota standing.
 
-Every query is scoped by `request.auth.tenant`, the key's own tenant: no parameter names a
+Every query is scoped by `api_key_of(request).tenant`, the key's own tenant: no parameter names a
 tenant, so no parameter can reach another one.
 """
 
@@ -14,6 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from tenants.api.auth import api_key_of
 from tenants.api.schema import SelfServiceSchema
 from tenants.api.serializers import QuotaReport, UsageQuery, UsageReport
 from tenants.budget import budget_state
@@ -29,7 +30,11 @@ def _usage(request: Request) -> tuple[dict[str, Any], list[dict[str, Any]], dict
     query.is_valid(raise_exception=True)
     q = query.validated_data
     flt = UsageFilter(
-        q["start"], q["end"], tenant_id=request.auth.tenant_id, model=q["model"], user=q["user"]
+        q["start"],
+        q["end"],
+        tenant_id=api_key_of(request).tenant_id,
+        model=q["model"],
+        user=q["user"],
     )
     rows = usage_by(q["group_by"], flt)
     if q["group_by"] == "user":
@@ -47,7 +52,7 @@ class UsageView(APIView):
     def get(self, request: Request) -> Response:
         q, rows, totals = _usage(request)
         body = {
-            "tenant": request.auth.tenant.slug,
+            "tenant": api_key_of(request).tenant.slug,
             "start": q["start"],
             "end": q["end"],
             "group_by": q["group_by"],
@@ -67,7 +72,7 @@ class UsageCsvView(APIView):
     def get(self, request: Request) -> HttpResponse:
         q, rows, totals = _usage(request)
         group = q["group_by"]
-        name = f"usage-{request.auth.tenant.slug}-{q['start']}-{q['end']}-by-{group}.csv"
+        name = f"usage-{api_key_of(request).tenant.slug}-{q['start']}-{q['end']}-by-{group}.csv"
         return csv_response(name, (group, *CSV_COLUMNS), [*rows, {group: "total", **totals}])
 
 
@@ -78,7 +83,7 @@ class QuotaView(APIView):
     response_serializer = QuotaReport
 
     def get(self, request: Request) -> Response:
-        key = request.auth
+        key = api_key_of(request)
         now = timezone.now()
         body = {
             "tenant": key.tenant.slug,

@@ -79,7 +79,7 @@ class QuotaRule(models.Model):
         ]
 
     def __str__(self) -> str:
-        who = self.tenant.slug if self.tenant else f"tier {self.tier.name}"
+        who = self.tenant.slug if self.tenant else f"tier {self.tier.name if self.tier else '?'}"
         return (
             f"{who}: {self.limit} {self.metric} {self.get_window_display()} on {self.model_pattern}"
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
 from tenants.models.keys import ApiKey
@@ -49,7 +51,7 @@ class UsageRecord(models.Model):
     def __str__(self) -> str:
         return f"{self.request_id} {self.model} {self.status}"
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             raise ValueError("Usage records are append-only.")
         super().save(*args, **kwargs)

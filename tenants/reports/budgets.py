@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -30,7 +31,7 @@ def budget_overview(now: datetime) -> list[dict[str, Any]]:
     by_tenant = {r["tenant_id"]: r for r in month}
     rows = []
     for t in tenants:
-        r = by_tenant.get(t.pk, {})
+        r: Mapping[str, Any] = by_tenant.get(t.pk, {})
         spent = Decimal(r.get("spent") or 0)
         budget = t.monthly_budget or Decimal(0)
         rows.append(

@@ -72,7 +72,7 @@ def _raw_grouped(flt: UsageFilter, fields: tuple[str, ...]) -> QuerySet[Any]:
     qs = flt.records()
     if "day" in fields:
         qs = qs.annotate(day=TruncDate("queued_at", tzinfo=UTC))
-    return (
+    grouped: QuerySet[Any] = (
         qs.values(*fields)
         .annotate(
             requests=Count("id"),
@@ -82,10 +82,11 @@ def _raw_grouped(flt: UsageFilter, fields: tuple[str, ...]) -> QuerySet[Any]:
         )
         .order_by()
     )
+    return grouped
 
 
 def _daily_grouped(flt: UsageFilter, fields: tuple[str, ...]) -> QuerySet[Any]:
-    return (
+    grouped: QuerySet[Any] = (
         flt.daily()
         .values(*fields)
         .annotate(
@@ -96,6 +97,7 @@ def _daily_grouped(flt: UsageFilter, fields: tuple[str, ...]) -> QuerySet[Any]:
         )
         .order_by()
     )
+    return grouped
 
 
 def _merge(

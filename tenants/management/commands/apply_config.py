@@ -9,6 +9,7 @@ transaction and prints the new keys' secrets as JSON, `{user: secret}` (shown on
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         source = options["spec"]
         try:
-            text = self.stdin.read() if source == "-" else Path(source).read_text()
+            text = sys.stdin.read() if source == "-" else Path(source).read_text()
             spec = json.loads(text)
         except (OSError, ValueError) as exc:
             raise CommandError(f"Cannot read the spec: {exc}") from exc
