@@ -21,6 +21,7 @@ from simulator.protocol import (
     RequestError,
     ResponseBuilder,
     SimRequest,
+    engine_priority,
     parse_request,
     token_text,
 )
@@ -109,10 +110,12 @@ class SimulatorApp:
             return
         try:
             req = parse_request(body, chat, self.model, self.default_max_tokens)
+            policy = self.engine.config.scheduling_policy
+            priority = engine_priority(self.fmt, policy, req.priority)
         except RequestError as exc:
             await _json(send, exc.status, exc.body())
             return
-        seq = self.engine.add(Sequence(req.prompt_tokens, req.max_tokens, req.priority))
+        seq = self.engine.add(Sequence(req.prompt_tokens, req.max_tokens, priority))
         watcher = asyncio.create_task(self._abort_on_disconnect(receive, seq))
         try:
             if req.stream:

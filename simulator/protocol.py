@@ -132,6 +132,33 @@ def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -
     )
 
 
+def engine_priority(fmt: str, policy: str, priority: int) -> int:
+    """The priority the engine queues by (lower first), or a RequestError where the server
+    refuses the request. Each kind as its server does:
+
+    - vLLM: a non-zero priority under the default `fcfs` policy is refused with 400 "Got
+      priority N but Priority scheduling is not enabled." (`vllm/engine/llm_engine.py`
+      `LLMEngine.add_request` and `vllm/engine/async_llm_engine.py` `add_request_async`; mapped
+      to 400 by `create_error_response` in `vllm/entrypoints/openai/serving_engine.py`). The V1
+      engine (`vllm/v1/engine/input_processor.py`) ignores it silently instead; the simulator
+      keeps the refusal, the stricter witness, so a gateway that sends it unasked is caught.
+      Lower values go first (`vllm/v1/core/sched/scheduler.py`).
+    - SGLang: ignored unless `--enable-priority-scheduling`; when on, higher values go first by
+      default (`python/sglang/srt/server_args.py`, `--schedule-low-priority-values-first` flips
+      it; `python/sglang/srt/managers/scheduler.py` `_set_or_validate_priority`).
+    - TGI: there is no priority; unknown fields are ignored (`router/src/lib.rs`).
+    """
+    if fmt == "vllm":
+        if priority != 0 and policy != "priority":
+            raise RequestError(
+                400, f"Got priority {priority} but Priority scheduling is not enabled."
+            )
+        return priority
+    if fmt == "sglang" and policy == "priority":
+        return -priority
+    return 0
+
+
 class ResponseBuilder:
     """Builds one request's bodies and chunks, in chat or text-completion shape."""
 

@@ -145,7 +145,15 @@ class ModelRouteInline(admin.TabularInline[Any, Any]):
 
 @admin.register(Backend)
 class BackendAdmin(admin.ModelAdmin[Any]):
-    list_display = ["name", "kind", "base_url", "metrics_url", "enabled", "max_in_flight"]
+    list_display = [
+        "name",
+        "kind",
+        "base_url",
+        "metrics_url",
+        "enabled",
+        "max_in_flight",
+        "priority_scheduling",
+    ]
     list_filter = ["kind", "enabled"]
     search_fields = ["name", "base_url"]
     inlines = [ModelRouteInline]

@@ -7,13 +7,21 @@ while nothing has been streamed to the client yet.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx
 
-# Backends whose OpenAI server reads a request-level integer `priority` (lower first).
-PRIORITY_KINDS = frozenset({"vllm", "sglang"})
+log = logging.getLogger(__name__)
+
+# How each kind reads a request-level integer `priority`: vLLM serves lower values first, SGLang
+# higher values first (its default; `--schedule-low-priority-values-first` flips it). Sent only
+# to a backend marked as running priority scheduling: a stock vLLM refuses it (see the
+# simulator's `engine_priority`), and TGI has no such field.
+PRIORITY_SIGN = {"vllm": 1, "sglang": -1}
+# What a backend answers when it was sent a priority it does not schedule by.
+_PRIORITY_REFUSALS = ("Priority scheduling is not enabled", "Using priority is disabled")
 _PASS_HEADERS = ("content-type",)
 
 
@@ -61,8 +69,10 @@ class UpstreamClient:
         connect_timeout: float = 5.0,
         read_timeout: float = 600.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        priority_scheduling: bool = False,
     ) -> None:
         self.kind = kind
+        self.sends_priority = priority_scheduling
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
@@ -81,21 +91,39 @@ class UpstreamClient:
         )
 
     def _body(self, body: dict[str, Any], priority: int | None) -> dict[str, Any]:
-        if priority is not None and self.kind in PRIORITY_KINDS:
-            return {**body, "priority": priority}
+        sign = PRIORITY_SIGN.get(self.kind)
+        if priority is not None and sign is not None and self.sends_priority:
+            return {**body, "priority": sign * priority}
         return body
+
+    def _refused_priority(self, error: BackendError, sent: dict[str, Any]) -> bool:
+        """The backend refused the priority it was sent: never send it again (it was marked as
+        running priority scheduling but does not), and say so once."""
+        if "priority" not in sent or not any(r in error.message for r in _PRIORITY_REFUSALS):
+            return False
+        self.sends_priority = False
+        log.warning(
+            "backend %s refused the request's priority (%s); sending none from now on",
+            self.http.base_url,
+            error.message,
+        )
+        return True
 
     async def complete(
         self, path: str, body: dict[str, Any], priority: int | None = None
     ) -> tuple[int, dict[str, Any]]:
+        payload = self._body(body, priority)
         try:
-            response = await self.http.post(path, json=self._body(body, priority))
+            response = await self.http.post(path, json=payload)
         except httpx.TimeoutException as exc:
             raise BackendError(f"timed out: {exc!r}", retryable=False) from None
         except httpx.HTTPError as exc:
             raise BackendError(f"unreachable: {exc!r}", retryable=True) from None
         if response.status_code >= 400:
-            raise _error_from_response(response.status_code, response.content)
+            error = _error_from_response(response.status_code, response.content)
+            if self._refused_priority(error, payload):
+                return await self.complete(path, body)
+            raise error
         try:
             data = response.json()
         except ValueError:
@@ -108,14 +136,21 @@ class UpstreamClient:
         self, path: str, body: dict[str, Any], priority: int | None = None
     ) -> AsyncGenerator[bytes]:
         """Yield the raw SSE bytes as they arrive; closing the generator aborts the request."""
-        request = self.http.build_request("POST", path, json=self._body(body, priority))
+        payload = self._body(body, priority)
+        request = self.http.build_request("POST", path, json=payload)
         try:
             response = await self.http.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise BackendError(f"unreachable: {exc!r}", retryable=True) from None
+        if response.status_code >= 400:
+            error = _error_from_response(response.status_code, await response.aread())
+            await response.aclose()
+            if not self._refused_priority(error, payload):
+                raise error
+            async for chunk in self.stream_chat(path, body):
+                yield chunk
+            return
         try:
-            if response.status_code >= 400:
-                raise _error_from_response(response.status_code, await response.aread())
             sent = False
             try:
                 async for chunk in response.aiter_raw():

@@ -22,6 +22,7 @@ class BackendSpec:
     metrics_url: str
     api_key: str
     max_in_flight: int
+    priority_scheduling: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
             metrics_url=b.effective_metrics_url,
             api_key=b.api_key,
             max_in_flight=b.max_in_flight,
+            priority_scheduling=b.priority_scheduling,
         )
         for b in Backend.objects.filter(enabled=True)
     }

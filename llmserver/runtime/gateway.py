@@ -107,6 +107,7 @@ class Gateway:
                 max_connections=conf.upstream_max_connections,
                 connect_timeout=conf.upstream_connect_timeout,
                 read_timeout=conf.upstream_read_timeout,
+                priority_scheduling=spec.priority_scheduling,
             )
             self.clients[name] = client
             if spec.metrics_url:

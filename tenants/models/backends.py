@@ -22,6 +22,14 @@ class Backend(models.Model):
     )
     api_key = models.CharField(max_length=256, blank=True, help_text="Sent upstream as Bearer.")
     enabled = models.BooleanField(default=True)
+    priority_scheduling = models.BooleanField(
+        default=False,
+        help_text=(
+            "The server schedules its own queue by priority (vLLM: --scheduling-policy priority; "
+            "SGLang: --enable-priority-scheduling). Only then is the band passed on; a stock "
+            "vLLM refuses any priority."
+        ),
+    )
     max_in_flight = models.PositiveIntegerField(
         default=64,
         validators=[MinValueValidator(1)],

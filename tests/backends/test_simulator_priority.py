@@ -1,5 +1,5 @@
-"""`--scheduling-policy priority` serves the waiting queue by lower `priority` first, as vLLM;
-`fcfs` keeps arrival order and ignores the field."""
+"""Priority as each server treats it: vLLM serves lower first under `--scheduling-policy
+priority` and refuses a non-zero priority under `fcfs`; SGLang serves higher first; TGI has none."""
 
 from __future__ import annotations
 
@@ -12,15 +12,21 @@ from backend_helpers import read_metrics, wait_for
 from simulator.launcher import RunningSimulator
 
 
-async def _completion_order(client: httpx.AsyncClient, sim: RunningSimulator) -> list[str]:
-    """Occupy the only slot, queue 'low' (priority 10) then 'high' (0); return finish order."""
+async def _completion_order(
+    client: httpx.AsyncClient,
+    sim: RunningSimulator,
+    low_value: int = 10,
+    high_value: int = 0,
+    kind: str = "vllm",
+) -> list[str]:
+    """Occupy the only slot, queue 'low' then 'high'; return the finish order."""
     url = sim.url
     blocker = asyncio.create_task(
         client.post(f"{url}/v1/completions", json={"prompt": "block", "max_tokens": 60})
     )
 
     async def one_running() -> bool:
-        return (await read_metrics(client, sim)).running == 1
+        return (await read_metrics(client, sim, kind)).running == 1
 
     await wait_for(one_running)
     order: list[str] = []
@@ -31,28 +37,53 @@ async def _completion_order(client: httpx.AsyncClient, sim: RunningSimulator) ->
         response.raise_for_status()
         order.append(name)
 
-    low = asyncio.create_task(send("low", 10))
+    low = asyncio.create_task(send("low", low_value))
 
     async def low_waiting() -> bool:
-        return (await read_metrics(client, sim)).waiting == 1
+        return (await read_metrics(client, sim, kind)).waiting == 1
 
     await wait_for(low_waiting)
-    high = asyncio.create_task(send("high", 0))
+    high = asyncio.create_task(send("high", high_value))
 
     async def both_waiting() -> bool:
-        return (await read_metrics(client, sim)).waiting == 2
+        return (await read_metrics(client, sim, kind)).waiting == 2
 
     await wait_for(both_waiting)
     await asyncio.gather(blocker, low, high)
     return order
 
 
-@pytest.mark.parametrize(
-    ("policy", "expected"), [("priority", ["high", "low"]), ("fcfs", ["low", "high"])]
-)
-async def test_waiting_queue_order_follows_the_scheduling_policy(
-    simulator, policy, expected
-) -> None:
-    sim = simulator("--max-num-seqs", "1", "--scheduling-policy", policy)
+async def test_vllm_priority_mode_serves_lower_values_first(simulator) -> None:
+    sim = simulator("--max-num-seqs", "1", "--scheduling-policy", "priority")
     async with httpx.AsyncClient(timeout=10) as client:
-        assert await _completion_order(client, sim) == expected
+        assert await _completion_order(client, sim) == ["high", "low"]
+
+
+async def test_vllm_under_fcfs_refuses_a_nonzero_priority_as_vllm_does(simulator) -> None:
+    sim = simulator("--scheduling-policy", "fcfs")
+    async with httpx.AsyncClient(timeout=10) as client:
+        body = {"prompt": "x", "max_tokens": 2, "priority": 2}
+        response = await client.post(f"{sim.url}/v1/completions", json=body)
+        zero = await client.post(f"{sim.url}/v1/completions", json={**body, "priority": 0})
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "message": "Got priority 2 but Priority scheduling is not enabled.",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+    assert zero.status_code == 200
+
+
+async def test_sglang_priority_mode_serves_higher_values_first(simulator) -> None:
+    sim = simulator("--max-num-seqs", "1", "--scheduling-policy", "priority", "--format", "sglang")
+    async with httpx.AsyncClient(timeout=10) as client:
+        order = await _completion_order(client, sim, low_value=0, high_value=10, kind="sglang")
+    assert order == ["high", "low"]
+
+
+@pytest.mark.parametrize("fmt", ["tgi", "sglang"])
+async def test_servers_without_priority_scheduling_ignore_the_field(simulator, fmt) -> None:
+    sim = simulator("--max-num-seqs", "1", "--scheduling-policy", "fcfs", "--format", fmt)
+    async with httpx.AsyncClient(timeout=10) as client:
+        assert await _completion_order(client, sim, kind=fmt) == ["low", "high"]

@@ -10,16 +10,20 @@ import pytest
 from llmserver.backends.upstream import BackendError, UpstreamClient
 
 
-def client_for(kind: str, handler) -> UpstreamClient:
+def client_for(kind: str, handler, priority_scheduling: bool = True) -> UpstreamClient:
     return UpstreamClient(
-        "http://backend", kind, api_key="secret", transport=httpx.MockTransport(handler)
+        "http://backend",
+        kind,
+        api_key="secret",
+        transport=httpx.MockTransport(handler),
+        priority_scheduling=priority_scheduling,
     )
 
 
 @pytest.mark.parametrize(
-    ("kind", "sent"), [("vllm", 2), ("sglang", 2), ("tgi", None), ("openai", None)]
+    ("kind", "sent"), [("vllm", 2), ("sglang", -2), ("tgi", None), ("openai", None)]
 )
-async def test_priority_is_passed_only_to_backends_that_read_it(kind, sent):
+async def test_priority_is_passed_in_each_kinds_polarity_only_to_backends_that_read_it(kind, sent):
     bodies = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -98,3 +102,16 @@ def test_the_connection_pool_is_sized_explicitly():
     client = UpstreamClient("http://backend", "vllm", max_connections=777)
     pool = client.http._transport._pool
     assert pool._max_connections == 777
+
+
+async def test_no_priority_goes_to_a_backend_not_marked_as_priority_scheduling():
+    bodies = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, json={"choices": []})
+
+    client = client_for("vllm", handler, priority_scheduling=False)
+    await client.complete("/v1/chat/completions", {"model": "m"}, priority=2)
+    await client.aclose()
+    assert "priority" not in bodies[0]

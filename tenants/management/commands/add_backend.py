@@ -33,6 +33,11 @@ class Command(BaseCommand):
             help="Route this public model name here (repeatable); upstream name defaults to it.",
         )
         parser.add_argument("--disabled", action="store_true")
+        parser.add_argument(
+            "--priority-scheduling",
+            action="store_true",
+            help="The server schedules by priority (vLLM --scheduling-policy priority).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         validate = URLValidator(schemes=["http", "https"])
@@ -56,6 +61,7 @@ class Command(BaseCommand):
                     "api_key": options["api_key"],
                     "max_in_flight": options["max_in_flight"],
                     "enabled": not options["disabled"],
+                    "priority_scheduling": options["priority_scheduling"],
                 },
             )
             for spec in options["model"]:
