@@ -34,6 +34,7 @@ class GatewaySettings:
     usage_flush_interval: float = 1.0
     usage_batch_size: int = 500
     key_cache_seconds: float = 30.0
+    drain_seconds: float = 30.0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GatewaySettings:

@@ -145,6 +145,7 @@ LLMSERVER = {
     "USAGE_FLUSH_INTERVAL": env_float("USAGE_FLUSH_INTERVAL", 1.0, minimum=0.01),
     "USAGE_BATCH_SIZE": env_int("USAGE_BATCH_SIZE", 500, minimum=1),
     "KEY_CACHE_SECONDS": env_float("KEY_CACHE_SECONDS", 30.0, minimum=0.0),
+    "DRAIN_SECONDS": env_float("DRAIN_SECONDS", 30.0, minimum=0.0),
 }
 
 # The tenant self-service API: API-key auth only, JSON only, OpenAI-shaped errors.

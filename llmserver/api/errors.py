@@ -108,6 +108,16 @@ def upstream_failed(message: str) -> ApiError:
     return ApiError(502, f"The backend failed: {message}", "server_error", code="upstream_error")
 
 
+def shutting_down() -> ApiError:
+    return ApiError(
+        503,
+        "The gateway is shutting down; try again.",
+        "server_error",
+        code="shutting_down",
+        headers=dict(RETRY_SOON),
+    )
+
+
 def internal_error() -> ApiError:
     return ApiError(
         500, "The gateway failed; this has been logged.", "server_error", code="internal_error"

@@ -228,6 +228,9 @@ class HealthConsumer(JsonHttpConsumer):
                 503, {"status": "unavailable", "reason": f"start-up failed: {exc}"}
             )
             return
+        if gw.draining:
+            await self.send_json(503, {"status": "draining", "backends": []})
+            return
         usable = [b.name for b in gw.snapshot().backends if b.usable]
         status = 200 if usable else 503
         await self.send_json(

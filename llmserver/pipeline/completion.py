@@ -9,7 +9,7 @@ import time
 
 from django.utils import timezone
 
-from llmserver.api.errors import ApiError
+from llmserver.api.errors import ApiError, shutting_down
 from llmserver.api.validation import CompletionRequest
 from llmserver.pipeline.accounting import settle
 from llmserver.pipeline.admission import admit
@@ -51,7 +51,12 @@ class Completion:
 
     async def run(self) -> None:
         gw, ticket = self.gw, None
+        task = asyncio.current_task()
+        assert task is not None
+        gw.running.add(task)
         try:
+            if gw.draining:
+                raise shutting_down()
             admission = await admit(self.key, self.req, gw.routes())
             self.draft.band = admission.band
             ticket = submit(gw.scheduler, self._job(admission.band))
@@ -66,13 +71,21 @@ class Completion:
                 raise
             await self.relay.fail(exc)
         except asyncio.CancelledError:
-            self.draft.status = UsageStatus.CANCELLED
-            raise
+            if not gw.stopping:
+                self.draft.status = UsageStatus.CANCELLED
+                raise
+            # The drain ran out of time: end this request cleanly instead of cutting it.
+            self.draft.status = UsageStatus.ERROR
+            self.draft.error_type = "shutting_down"
+            if not self.relay.started:
+                raise shutting_down() from None
+            await self.relay.fail(shutting_down())
         except Exception:
             self.draft.status = UsageStatus.ERROR
             self.draft.error_type = "internal_error"
             raise
         finally:
+            gw.running.discard(task)
             self._count_tokens()
             model_label = self.req.model if self.req.model in gw.routes() else "unknown"
             settle(self.draft, ticket, gw.scheduler, gw.settings, gw.metrics, gw.usage, model_label)

@@ -46,6 +46,9 @@ class Gateway:
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
+        self.draining = False
+        self.stopping = False
+        self.running: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started = False
 
@@ -76,6 +79,23 @@ class Gateway:
             await client.aclose()
         self.clients = {}
         self.started = False
+
+    async def drain(self, seconds: float) -> None:
+        """Refuse new completions, wait up to `seconds` for those running, then end the rest
+        (their `Completion.run` sees `stopping` and ends them cleanly) and write all usage."""
+        self.draining = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while self.running and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        left = set(self.running)
+        if left:
+            log.warning("drain time is up: ending %d requests still running", len(left))
+            self.stopping = True
+            for task in left:
+                task.cancel()
+            await asyncio.wait(left, timeout=5)
+        await self.usage.flush_once()
 
     # configuration --------------------------------------------------------------------------
 

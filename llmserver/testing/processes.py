@@ -78,6 +78,19 @@ class Database:
             conn.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
 
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run a management command against the gateway's database; its stdout."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
 @dataclass
 class Gateway:
     url: str
@@ -89,15 +102,7 @@ class Gateway:
         return str(next(k["key"] for k in self.demo["keys"] if k["user"] == user))
 
     def manage(self, *args: str) -> str:
-        out = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout
+        return manage(self.env, *args)
 
     def stop(self) -> None:
         stop(self.process)
@@ -110,9 +115,11 @@ def start_gateway(
     *,
     daphne_args: Sequence[str] = (),
     quiet: bool = False,
+    rungateway: bool = False,
 ) -> Gateway:
-    """Migrate, load the demo and serve with daphne; `quiet` drops daphne's stdout (the access
-    log at daphne's default verbosity), `daphne_args` are added to its command line."""
+    """Migrate, load the demo and serve with bare daphne, or with `manage.py rungateway` (the
+    production command, with its drain on SIGTERM); `quiet` drops the server's stdout (daphne's
+    access log), `daphne_args` are added to daphne's command line."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -121,31 +128,17 @@ def start_gateway(
         **(extra_env or {}),
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
-
-    def manage(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return done.stdout
-
-    manage("migrate", "--noinput", "-v0")
-    demo = json.loads(manage("demo", "--json", "--simulator-url", simulator_url))
+    manage(env, "migrate", "--noinput", "-v0")
+    demo = json.loads(manage(env, "demo", "--json", "--simulator-url", simulator_url))
     port = free_port()
+    if rungateway:
+        command = [sys.executable, "manage.py", "rungateway", "--port", str(port)]
+    else:
+        daphne = str(Path(sys.executable).with_name("daphne"))
+        command = [daphne, "-b", "127.0.0.1", "-p", str(port), *daphne_args]
+        command.append("llmserver.asgi:application")
     process = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("daphne")),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            *daphne_args,
-            "llmserver.asgi:application",
-        ],
+        command,
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL if quiet else None,

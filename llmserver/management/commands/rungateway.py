@@ -44,17 +44,9 @@ class Command(BaseCommand):
                 simulator.stop()
 
     def _serve(self, host: str, port: int) -> None:
-        from daphne.endpoints import build_endpoint_description_strings
-        from daphne.server import Server
-
         from llmserver.asgi import application
+        from llmserver.conf import gateway_settings
+        from llmserver.runtime.serving import DrainingServer
 
         self.stdout.write(f"Gateway on http://{host}:{port} (admin: http://{host}:{port}/admin/)")
-        Server(
-            application=application,
-            endpoints=build_endpoint_description_strings(host=host, port=port),
-            http_timeout=None,
-            application_close_timeout=10,
-            websocket_handshake_timeout=10,
-            server_name="llm-server",
-        ).run()
+        DrainingServer(application, host, port, gateway_settings().drain_seconds).run()
