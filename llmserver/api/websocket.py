@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -117,10 +118,9 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
                 default_max_tokens=self.gw.settings.default_max_tokens,
                 max_tokens_limit=self.gw.settings.max_tokens_limit,
             )
-            upstream_id = f"ws-{self.key.key_id}-{id(self)}-{request_id}"
-            await Completion(
-                self.gw, self.key, req, SocketSink(self, request_id), upstream_id
-            ).run()
+            # The server makes every request id; the client's own id is only echoed on the socket.
+            server_id = "chatcmpl-" + uuid.uuid4().hex[:24]
+            await Completion(self.gw, self.key, req, SocketSink(self, request_id), server_id).run()
         except ApiError as exc:
             await self._error(request_id, exc)
         except asyncio.CancelledError:

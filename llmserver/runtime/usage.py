@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from asgiref.sync import sync_to_async
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 
+from llmserver.runtime.db import run_db
 from tenants.models import ApiKey, CostRule, UsageRecord, UsageStatus
 from tenants.models.rules import rule_in_force
 
@@ -46,23 +46,24 @@ class UsageDraft:
 
 def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
     """Turn drafts into records, each priced at the rule in force at its queue time."""
-    models = {d.model for d in drafts} | {"*"}
+    models = {_text(d.model, 128) for d in drafts} | {"*"}
     rules: dict[str, list[CostRule]] = {}
     for known in CostRule.objects.filter(model__in=models):
         rules.setdefault(known.model, []).append(known)
     records = []
     for d in drafts:
-        rule = rule_in_force([*rules.get(d.model, ()), *rules.get("*", ())], d.model, d.queued_at)
+        model = _text(d.model, 128)
+        rule = rule_in_force([*rules.get(model, ()), *rules.get("*", ())], model, d.queued_at)
         cost = rule.cost(d.prompt_tokens, d.completion_tokens) if rule else Decimal(0)
         records.append(
             UsageRecord(
-                request_id=d.request_id,
+                request_id=_text(d.request_id, 64),
                 tenant_id=d.tenant_id,
                 api_key_id=d.api_key_id,
-                user=d.user,
-                model=d.model,
-                backend=d.backend,
-                tier=d.tier,
+                user=_text(d.user, 128),
+                model=model,
+                backend=_text(d.backend, 64),
+                tier=_text(d.tier, 64),
                 band=d.band,
                 queued_at=d.queued_at,
                 dispatched_at=d.dispatched_at,
@@ -72,10 +73,17 @@ def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
                 completion_tokens=d.completion_tokens,
                 cost=cost,
                 status=d.status,
-                error_type=d.error_type[:64],
+                error_type=_text(d.error_type, 64),
             )
         )
     return records
+
+
+def _text(value: str, limit: int) -> str:
+    """What a column can hold on every database: clipped to its length, without NUL (PostgreSQL
+    refuses it) or lone surrogates (no encoding takes them). A client's text reaches here."""
+    clean = value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
+    return clean[:limit]
 
 
 def write(drafts: list[UsageDraft]) -> int:
@@ -87,7 +95,7 @@ def write(drafts: list[UsageDraft]) -> int:
             stamp = d.finished_at or d.queued_at
             last_used[d.api_key_id] = max(stamp, last_used.get(d.api_key_id, stamp))
     with transaction.atomic():
-        UsageRecord.objects.bulk_create(records, batch_size=500, ignore_conflicts=True)
+        UsageRecord.objects.bulk_create(records, batch_size=500)
         for key_id, stamp in last_used.items():
             ApiKey.objects.filter(pk=key_id).update(last_used_at=stamp)
     return len(records)
@@ -100,6 +108,7 @@ class UsageWriter:
         self._pending: list[UsageDraft] = []
         self._lock = asyncio.Lock()
         self.written = 0
+        self.failed = 0
 
     def add(self, draft: UsageDraft) -> None:
         self._pending.append(draft)
@@ -109,19 +118,41 @@ class UsageWriter:
         return len(self._pending)
 
     async def flush_once(self) -> int:
-        """Write everything pending, in batches; a failed batch is kept and retried next time."""
+        """Write everything pending, in batches. A batch that fails is split in halves until the
+        bad rows stand alone; each of those is logged and counted in `failed`, never retried
+        forever, so one bad row cannot stop the bill for every tenant."""
         async with self._lock:
             written = 0
             while self._pending:
                 batch = self._pending[: self.batch_size]
-                try:
-                    written += await sync_to_async(write, thread_sensitive=False)(batch)
-                except Exception:
-                    log.exception("writing %d usage records failed; will retry", len(batch))
-                    break
                 del self._pending[: len(batch)]
+                try:
+                    written += await self._write_splitting(batch)
+                except (InterfaceError, OperationalError):
+                    break
             self.written += written
             return written
+
+    async def _write_splitting(self, batch: list[UsageDraft]) -> int:
+        try:
+            return await run_db(write, batch)
+        except (InterfaceError, OperationalError):
+            # The database is away, not the rows bad: keep them all for the next flush.
+            self._pending[:0] = batch
+            log.warning("the database is unreachable; %d usage records wait", len(batch))
+            raise
+        except Exception:
+            if len(batch) == 1:
+                self.failed += 1
+                log.exception("usage record %s cannot be written; dropped", batch[0].request_id)
+                return 0
+        first, second = batch[: len(batch) // 2], batch[len(batch) // 2 :]
+        try:
+            written = await self._write_splitting(first)
+        except (InterfaceError, OperationalError):
+            self._pending[len(first) : len(first)] = second  # after `first`, put back already
+            raise
+        return written + await self._write_splitting(second)
 
     async def run(self) -> None:
         while True:
