@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from llmserver.runtime.usage import UsageWriter
@@ -27,7 +27,7 @@ class SnapshotCollector(Collector):
         self._snapshot = snapshot
         self._usage = usage
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         snap = self._snapshot()
         depth = GaugeMetricFamily(
             "llmserver_queue_depth", "Jobs waiting, by model and band.", labels=["model", "band"]
@@ -69,6 +69,12 @@ class SnapshotCollector(Collector):
         )
         pending.add_metric([], self._usage.pending)
         yield pending
+        # Rows the database refused even alone (logged with their request id); not retried.
+        yield CounterMetricFamily(
+            "llmserver_usage_failed",
+            "Usage records that could not be written and were dropped.",
+            value=self._usage.failed,
+        )
 
 
 class GatewayMetrics:
