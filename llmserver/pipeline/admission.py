@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from llmserver.api.errors import ApiError, model_not_allowed, model_not_found, rate_limited
 from llmserver.api.validation import CompletionRequest
+from llmserver.runtime.db import run_db
 from llmserver.runtime.keys import KeyInfo
 from scheduling import BATCH
 from tenants.budget import standing
@@ -43,7 +43,7 @@ async def admit(
         raise model_not_allowed(req.model)
     band = max(key.band, BATCH) if req.wants_flex else key.band
     if key.monthly_budget is not None or key.has_quota_rules:
-        verdict = await sync_to_async(check_limits, thread_sensitive=False)(key, req.model)
+        verdict = await run_db(check_limits, key, req.model)
         if verdict.refusal is not None:
             raise verdict.refusal
         if verdict.demote:

@@ -15,12 +15,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 
-from asgiref.sync import sync_to_async
-
 from llmserver.backends.metrics import MetricsPoller
 from llmserver.backends.upstream import UpstreamClient
 from llmserver.conf import GatewaySettings, gateway_settings
 from llmserver.runtime.config import GatewayConfig, load_gateway_config
+from llmserver.runtime.db import run_db
 from llmserver.runtime.keys import KeyCache
 from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.usage import UsageWriter
@@ -53,7 +52,7 @@ class Gateway:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        config = await sync_to_async(load_gateway_config, thread_sensitive=False)(self.settings)
+        config = await run_db(load_gateway_config, self.settings)
         await self.scheduler.start()
         self._apply(config)
         self._tasks = [
@@ -86,7 +85,7 @@ class Gateway:
             self._loop.call_soon_threadsafe(self._dirty.set)
 
     async def reload_once(self) -> None:
-        config = await sync_to_async(load_gateway_config, thread_sensitive=False)(self.settings)
+        config = await run_db(load_gateway_config, self.settings)
         self._apply(config)
 
     def routes(self) -> Mapping[str, Mapping[str, str]]:

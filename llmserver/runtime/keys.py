@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from asgiref.sync import sync_to_async
-
+from llmserver.runtime.db import run_db
 from tenants.models import ApiKey, QuotaRule
 from tenants.models.keys import patterns_allow
 
@@ -95,7 +94,7 @@ class KeyCache:
         if hit is not None and hit[0] > now:
             self._entries.move_to_end(digest)
             return hit[1]
-        info = await sync_to_async(load_key, thread_sensitive=False)(secret)
+        info = await run_db(load_key, secret)
         # Unknown keys are cached briefly too, so a flood of bad keys cannot hammer the database.
         ttl = self._ttl if info else min(self._ttl, UNKNOWN_KEY_SECONDS)
         self._entries[digest] = (now + ttl, info)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, transaction
 
+from llmserver.runtime.db import run_db
 from tenants.models import ApiKey, CostRule, UsageRecord, UsageStatus
 from tenants.models.rules import rule_in_force
 
@@ -148,7 +148,7 @@ class UsageWriter:
         """Write `batch`, the head of the queue, and take it off the queue. On a failure other
         than an unreachable database, split it in halves; a single row that fails is dropped."""
         try:
-            self.written += await sync_to_async(write, thread_sensitive=False)(batch)
+            self.written += await run_db(write, batch)
         except UNREACHABLE:
             raise
         except Exception:
