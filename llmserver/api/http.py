@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +22,7 @@ from llmserver.api.auth import authenticate, bearer
 from llmserver.api.errors import ApiError, internal_error, method_not_allowed, too_large
 from llmserver.api.sse import frame
 from llmserver.api.validation import parse_json, validate
-from llmserver.pipeline.completion import Completion
+from llmserver.pipeline.completion import Completion, new_request_id
 from llmserver.runtime.gateway import Gateway, get_gateway
 
 log = logging.getLogger(__name__)
@@ -121,7 +120,7 @@ class CompletionsConsumer(JsonHttpConsumer):
             self.body.append(chunk)
         if message.get("more_body"):
             return
-        request_id = "chatcmpl-" + uuid.uuid4().hex[:24]
+        request_id = new_request_id()
         if self.too_large:
             await self.send_error(too_large(limit), request_id)
             raise StopConsumer()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,11 @@ from llmserver.api.errors import invalid, unsupported_media_type
 _GATEWAY_OWNED = ("priority",)
 SERVICE_TIERS = ("auto", "default", "flex", "priority", "scale")
 _PREFIX_CHARS = 512
+# The width of the usage columns `model` and `user` (tenants.models.UsageRecord): a longer value
+# could not be billed, so it is refused here rather than clipped silently later.
+MAX_NAME_CHARS = 128
+# NUL cannot be stored by PostgreSQL; a lone surrogate cannot be encoded as UTF-8 at all.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(slots=True)
@@ -50,6 +56,15 @@ def parse_json(raw: bytes, content_type: str | None) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise invalid("The request body must be a JSON object.")
     return data
+
+
+def _storable(value: str, name: str) -> None:
+    """A name the gateway stores (model, user) must fit its usage column and be text the
+    database can hold; refusing it here keeps one bad request from failing its usage row."""
+    if len(value) > MAX_NAME_CHARS:
+        raise invalid(f"'{name}' must be at most {MAX_NAME_CHARS} characters long.", name)
+    if _UNSTORABLE.search(value):
+        raise invalid(f"'{name}' must not contain NUL characters or lone surrogates.", name)
 
 
 def _number(data: dict[str, Any], name: str, low: float, high: float) -> None:
@@ -139,6 +154,7 @@ def validate(
     model = data.get("model")
     if not isinstance(model, str) or not model.strip():
         raise invalid("'model' is required and must be a non-empty string.", "model")
+    _storable(model, "model")
     if kind == "chat":
         text = _message_text(data.get("messages"))
     else:
@@ -166,6 +182,8 @@ def validate(
     user = data.get("user")
     if user is not None and not isinstance(user, str):
         raise invalid("'user' must be a string.", "user")
+    if user is not None:
+        _storable(user, "user")
     tier = data.get("service_tier")
     if tier is not None and tier not in SERVICE_TIERS:
         raise invalid(f"'service_tier' must be one of {', '.join(SERVICE_TIERS)}.", "service_tier")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -21,7 +20,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from llmserver.api.auth import authenticate, bearer
 from llmserver.api.errors import ApiError, internal_error, invalid
 from llmserver.api.validation import validate
-from llmserver.pipeline.completion import Completion
+from llmserver.pipeline.completion import Completion, new_request_id
 from llmserver.runtime.gateway import Gateway, get_gateway
 from llmserver.runtime.keys import KeyInfo
 
@@ -118,9 +117,10 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
                 default_max_tokens=self.gw.settings.default_max_tokens,
                 max_tokens_limit=self.gw.settings.max_tokens_limit,
             )
-            # The server makes every request id; the client's own id is only echoed on the socket.
-            server_id = "chatcmpl-" + uuid.uuid4().hex[:24]
-            await Completion(self.gw, self.key, req, SocketSink(self, request_id), server_id).run()
+            # The client's id only names the request on this socket; clients reuse ids.
+            await Completion(
+                self.gw, self.key, req, SocketSink(self, request_id), new_request_id()
+            ).run()
         except ApiError as exc:
             await self._error(request_id, exc)
         except asyncio.CancelledError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 
 from django.utils import timezone
 
@@ -20,6 +21,13 @@ from llmserver.runtime.keys import KeyInfo
 from llmserver.runtime.usage import UsageDraft
 from scheduling import Job, Principal, job_cost
 from tenants.models import UsageStatus
+
+
+def new_request_id() -> str:
+    """The server's id for one request, in OpenAI's shape; used for the usage row, the backend
+    and `x-request-id`. Never derived from anything a client sends, so it is always unique and
+    always fits the usage column."""
+    return "chatcmpl-" + uuid.uuid4().hex[:24]
 
 
 class Completion:

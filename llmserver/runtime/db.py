@@ -1,9 +1,11 @@
-"""Database work from the event loop, on worker threads, that survives a dropped connection.
+"""The one way the gateway runs database work from async code: on a worker thread, with a
+connection checked first and replaced once if it turns out dead.
 
-Each worker thread keeps its own Django connection, and nothing in a worker thread runs Django's
-request-cycle clean-up, so a connection the server dropped (a restart, `pg_terminate_backend`)
-would stay broken in that thread for good. `run_db` runs the job, and on a connection error
-closes the thread's connection and runs it once more on a fresh one.
+Django checks connections at the start and end of each request (`close_old_connections`, which
+honours `CONN_MAX_AGE` and `CONN_HEALTH_CHECKS`). The gateway's database work does not run inside
+Django requests but on worker threads that keep their connection for the life of the process, so
+without this a connection PostgreSQL dropped (a restart, a failover, `pg_terminate_backend`)
+would fail every job on that thread until the gateway restarted.
 """
 
 from __future__ import annotations
@@ -13,23 +15,35 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
-T = TypeVar("T")
+R = TypeVar("R")
 
 
-def _with_reconnect(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+def _connection_lost() -> bool:
+    """After a database error: is the connection itself gone (not just the statement refused)?"""
+    return connection.connection is None or not connection.is_usable()
+
+
+def call_with_live_connection(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run `fn` on this thread's connection, checked first; on a connection error, reconnect and
+    run it once more. `fn` must be safe to repeat: a job whose transaction died with the
+    connection was rolled back."""
+    close_old_connections()
     try:
         return fn(*args, **kwargs)
-    except (InterfaceError, OperationalError) as exc:
-        if connection.in_atomic_block:
+    except (OperationalError, InterfaceError):
+        if connection.in_atomic_block or not _connection_lost():
             raise
-        log.warning("database connection lost (%s); reconnecting and trying once more", exc)
+        log.warning("the database connection was lost; reconnecting and retrying once")
         connection.close()
-        return fn(*args, **kwargs)
+    return fn(*args, **kwargs)
 
 
-async def run_db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    return await sync_to_async(_with_reconnect, thread_sensitive=False)(fn, *args, **kwargs)
+async def run_db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
+    """`fn(*args, **kwargs)` on a worker thread, with a live connection (see the module)."""
+    return await sync_to_async(call_with_live_connection, thread_sensitive=False)(
+        fn, *args, **kwargs
+    )

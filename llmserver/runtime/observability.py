@@ -69,11 +69,12 @@ class SnapshotCollector(Collector):
         )
         pending.add_metric([], self._usage.pending)
         yield pending
-        failed = CounterMetricFamily(
-            "llmserver_usage_failed", "Usage records that could not be written and were dropped."
+        # Rows the database refused even alone (logged with their request id); not retried.
+        yield CounterMetricFamily(
+            "llmserver_usage_failed",
+            "Usage records that could not be written and were dropped.",
+            value=self._usage.failed,
         )
-        failed.add_metric([], self._usage.failed)
-        yield failed
 
 
 class GatewayMetrics:

@@ -4,12 +4,18 @@ The request path only appends a draft to a list; `flush_once` prices the batch w
 in force when each request was queued (one query for the rules of the batch's models) and
 bulk-inserts it, then touches `last_used_at` of the keys it saw. `run` repeats the step; the
 gateway calls `flush_once` once more on shutdown.
+
+Usage is the bill, so one bad record must not stop it for everyone: every string is clipped to
+its column and made storable when a draft becomes a record; a batch that still fails is split in
+halves until the bad row stands alone, and that row is logged, counted in `failed` and dropped.
+Only an unreachable database keeps a batch pending, to be tried again at the next flush.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -21,6 +27,10 @@ from tenants.models import ApiKey, CostRule, UsageRecord, UsageStatus
 from tenants.models.rules import rule_in_force
 
 log = logging.getLogger(__name__)
+# Errors that say the database is unreachable or busy, not that a row is bad.
+UNREACHABLE = (OperationalError, InterfaceError)
+# NUL cannot be stored by PostgreSQL; a lone surrogate cannot be encoded as UTF-8 at all.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(slots=True)
@@ -44,26 +54,37 @@ class UsageDraft:
     error_type: str = ""
 
 
+def storable(value: str, width: int) -> str:
+    """`value` as the column can hold it: unstorable characters replaced, clipped to `width`.
+    The API refuses such values at the edge; this is the last line of defence."""
+    return _UNSTORABLE.sub("\ufffd", value)[:width]
+
+
+def _fit(name: str, value: str) -> str:
+    """`value` made storable in UsageRecord's column `name`."""
+    width: int | None = getattr(UsageRecord._meta.get_field(name), "max_length", None)
+    return storable(value, width if width is not None else len(value))
+
+
 def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
     """Turn drafts into records, each priced at the rule in force at its queue time."""
-    models = {_text(d.model, 128) for d in drafts} | {"*"}
+    models = [_fit("model", d.model) for d in drafts]
     rules: dict[str, list[CostRule]] = {}
-    for known in CostRule.objects.filter(model__in=models):
+    for known in CostRule.objects.filter(model__in={*models, "*"}):
         rules.setdefault(known.model, []).append(known)
     records = []
-    for d in drafts:
-        model = _text(d.model, 128)
+    for d, model in zip(drafts, models, strict=True):
         rule = rule_in_force([*rules.get(model, ()), *rules.get("*", ())], model, d.queued_at)
         cost = rule.cost(d.prompt_tokens, d.completion_tokens) if rule else Decimal(0)
         records.append(
             UsageRecord(
-                request_id=_text(d.request_id, 64),
+                request_id=_fit("request_id", d.request_id),
                 tenant_id=d.tenant_id,
                 api_key_id=d.api_key_id,
-                user=_text(d.user, 128),
+                user=_fit("user", d.user),
                 model=model,
-                backend=_text(d.backend, 64),
-                tier=_text(d.tier, 64),
+                backend=_fit("backend", d.backend),
+                tier=_fit("tier", d.tier),
                 band=d.band,
                 queued_at=d.queued_at,
                 dispatched_at=d.dispatched_at,
@@ -73,21 +94,15 @@ def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
                 completion_tokens=d.completion_tokens,
                 cost=cost,
                 status=d.status,
-                error_type=_text(d.error_type, 64),
+                error_type=_fit("error_type", d.error_type),
             )
         )
     return records
 
 
-def _text(value: str, limit: int) -> str:
-    """What a column can hold on every database: clipped to its length, without NUL (PostgreSQL
-    refuses it) or lone surrogates (no encoding takes them). A client's text reaches here."""
-    clean = value.encode("utf-8", "replace").decode("utf-8").replace("\x00", "")
-    return clean[:limit]
-
-
 def write(drafts: list[UsageDraft]) -> int:
-    """One transaction per batch: one commit (an fsync on SQLite) instead of one per statement."""
+    """One transaction per batch: one commit (an fsync on SQLite) instead of one per statement.
+    No conflict is ignored: a duplicate request id fails the batch like any bad row would."""
     records = price(drafts)
     last_used: dict[int, datetime] = {}
     for d in drafts:
@@ -118,41 +133,34 @@ class UsageWriter:
         return len(self._pending)
 
     async def flush_once(self) -> int:
-        """Write everything pending, in batches. A batch that fails is split in halves until the
-        bad rows stand alone; each of those is logged and counted in `failed`, never retried
-        forever, so one bad row cannot stop the bill for every tenant."""
+        """Write everything pending, in batches. A batch the database cannot take because it is
+        unreachable stays pending for the next flush; a bad row never holds up the others."""
         async with self._lock:
-            written = 0
-            while self._pending:
-                batch = self._pending[: self.batch_size]
-                del self._pending[: len(batch)]
-                try:
-                    written += await self._write_splitting(batch)
-                except (InterfaceError, OperationalError):
-                    break
-            self.written += written
-            return written
+            before = self.written
+            try:
+                while self._pending:
+                    await self._write_head(self._pending[: self.batch_size])
+            except UNREACHABLE:
+                log.exception("the database is unreachable; %d usage records wait", self.pending)
+            return self.written - before
 
-    async def _write_splitting(self, batch: list[UsageDraft]) -> int:
+    async def _write_head(self, batch: list[UsageDraft]) -> None:
+        """Write `batch`, the head of the queue, and take it off the queue. On a failure other
+        than an unreachable database, split it in halves; a single row that fails is dropped."""
         try:
-            return await run_db(write, batch)
-        except (InterfaceError, OperationalError):
-            # The database is away, not the rows bad: keep them all for the next flush.
-            self._pending[:0] = batch
-            log.warning("the database is unreachable; %d usage records wait", len(batch))
+            self.written += await run_db(write, batch)
+        except UNREACHABLE:
             raise
         except Exception:
-            if len(batch) == 1:
-                self.failed += 1
-                log.exception("usage record %s cannot be written; dropped", batch[0].request_id)
-                return 0
-        first, second = batch[: len(batch) // 2], batch[len(batch) // 2 :]
-        try:
-            written = await self._write_splitting(first)
-        except (InterfaceError, OperationalError):
-            self._pending[len(first) : len(first)] = second  # after `first`, put back already
-            raise
-        return written + await self._write_splitting(second)
+            if len(batch) > 1:
+                log.warning("writing %d usage records failed; splitting the batch", len(batch))
+                half = len(batch) // 2
+                await self._write_head(batch[:half])
+                await self._write_head(batch[half:])
+                return
+            self.failed += 1
+            log.exception("usage record %s cannot be written; dropped", batch[0].request_id)
+        del self._pending[: len(batch)]
 
     async def run(self) -> None:
         while True:

@@ -104,3 +104,23 @@ def test_a_wrong_content_type_is_a_415():
 
 def test_a_missing_content_type_is_accepted_for_json_bodies():
     assert parse_json(b'{"a": 1}', None) == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("model", "m" * 129),
+        ("model", "a\x00b"),
+        ("model", "\ud800"),
+        ("user", "u" * 129),
+        ("user", "a\x00b"),
+        ("user", "x\udfff"),
+    ],
+)
+def test_a_model_or_user_that_cannot_be_stored_is_refused(field, value):
+    error = error_of({**CHAT, field: value})
+    assert (error.status, error.param, error.type) == (400, field, "invalid_request_error")
+
+
+def test_a_model_of_exactly_the_column_width_is_accepted():
+    assert check({**CHAT, "model": "m" * 128}).model == "m" * 128
