@@ -1,0 +1,74 @@
+"""What the end-to-end tests do as a client: stream a chat, stopping when told, and read the bill."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import httpx
+
+from llmserver.testing.processes import Gateway
+
+
+def stream_chat(
+    gateway: Gateway, max_tokens: int, out: dict[str, Any], stop_after: int | None = None
+) -> None:
+    """One streamed chat; records the status, the request id, the events with text it received
+    (`text_events`) and the last two events. `stop_after` text events, it hangs up."""
+    body = {
+        "model": "demo-llama",
+        "stream": True,
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": "tell me a long story"}],
+    }
+    headers = {"authorization": f"Bearer {gateway.key('alice')}"}
+    events: list[str] = []
+    out["text_events"] = 0
+    try:
+        with httpx.stream(
+            "POST", gateway.url + "/v1/chat/completions", json=body, headers=headers, timeout=60
+        ) as response:
+            out["status"] = response.status_code
+            out["id"] = response.headers.get("x-request-id")
+            for line in response.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                events.append(line)
+                if '"content":"' in line and '"content":""' not in line:
+                    out["text_events"] += 1
+                    if stop_after is not None and out["text_events"] >= stop_after:
+                        break
+    except httpx.HTTPError as exc:
+        out["error"] = repr(exc)
+    out["tail"] = events[-2:]
+
+
+def start_streams(
+    gateway: Gateway, lengths: list[int], stop_after: list[int | None] | None = None
+) -> list[tuple[threading.Thread, dict[str, Any]]]:
+    streams = []
+    for i, n in enumerate(lengths):
+        out: dict[str, Any] = {}
+        stop = stop_after[i] if stop_after else None
+        thread = threading.Thread(target=stream_chat, args=(gateway, n, out, stop))
+        thread.start()
+        streams.append((thread, out))
+    return streams
+
+
+def join(streams: list[tuple[threading.Thread, dict[str, Any]]]) -> list[dict[str, Any]]:
+    for thread, _ in streams:
+        thread.join(timeout=60)
+    return [out for _, out in streams]
+
+
+def usage_rows(gateway: Gateway) -> dict[str, tuple[str, int, str]]:
+    """request id -> (status, completion tokens, error type), from the gateway's database."""
+    script = (
+        "import json; from tenants.models import UsageRecord; print(json.dumps(list("
+        "UsageRecord.objects.values_list('request_id', 'status', 'completion_tokens', "
+        "'error_type'))))"
+    )
+    rows = json.loads(gateway.manage("shell", "-c", script).strip().splitlines()[-1])
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
