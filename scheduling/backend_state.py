@@ -32,24 +32,56 @@ class BackendMetrics:
 @dataclass(slots=True, eq=False)
 class BackendState:
     """The scheduler's live view of one backend: its config, last scrape, and what the
-    scheduler itself did since that scrape (so a slow scrape cannot hide a burst)."""
+    scheduler itself did since that scrape (so a slow scrape cannot hide a burst).
+
+    With a capacity (configured, or learned as the highest `running` seen while requests were
+    waiting), the queue is computed exactly: the gateway counts its own requests in flight the
+    moment it dispatches or releases one, and the scrape only adds the traffic that did not come
+    through this gateway."""
 
     config: BackendConfig
     metrics: BackendMetrics | None = None
     in_flight: int = 0
     dispatched_since_scrape: int = 0
     completed_since_scrape: int = 0
+    in_flight_at_scrape: int = 0
+    learned_capacity: int | None = None
 
     @property
     def name(self) -> str:
         return self.config.name
 
+    @property
+    def capacity(self) -> int | None:
+        return self.config.capacity or self.learned_capacity
+
+    def external_load(self) -> float:
+        """Sequences at the backend (running or waiting) that are not this gateway's, as of the
+        last scrape."""
+        m = self.metrics
+        if m is None:
+            return 0.0
+        scraped = (m.running or 0.0) + (m.waiting or 0.0)
+        return max(0.0, scraped - self.in_flight_at_scrape)
+
     def estimated_waiting(self) -> float:
-        """The backend's own queue as last scraped, plus our dispatches since, minus completions."""
+        """How many requests the backend queues now. With a capacity: everything at the backend
+        (ours, counted exactly, plus others' as scraped) beyond it. Without: the queue as last
+        scraped, plus our dispatches since, minus our completions since."""
+        capacity = self.capacity
+        if capacity is not None:
+            return max(0.0, self.in_flight + self.external_load() - capacity)
         scraped = 0.0
         if self.metrics is not None and self.metrics.waiting is not None:
             scraped = self.metrics.waiting
         return max(0.0, scraped + self.dispatched_since_scrape - self.completed_since_scrape)
+
+    def queue_for_gate(self) -> float:
+        """The queue the gate compares with its threshold: with a capacity, the one that one more
+        dispatch would leave (so dispatching never makes the backend queue past it)."""
+        if self.capacity is not None:
+            return max(0.0, self.in_flight + 1 + self.external_load() - self.capacity)
+        return self.estimated_waiting()
 
     def is_stale(self, now: float, stale_after: float) -> bool:
         """No metrics yet, or older than `stale_after`: only meaningful for backends with metrics."""
@@ -62,6 +94,9 @@ class BackendState:
         self.metrics = metrics
         self.dispatched_since_scrape = 0
         self.completed_since_scrape = 0
+        self.in_flight_at_scrape = self.in_flight
+        if metrics.running and metrics.waiting:  # full: what runs is what fits
+            self.learned_capacity = max(self.learned_capacity or 0, int(metrics.running))
 
     def record_dispatch(self) -> None:
         self.in_flight += 1

@@ -20,13 +20,17 @@ class GateThresholds:
 
 @dataclass(frozen=True, slots=True)
 class BackendConfig:
-    """One backend. `max_in_flight` is always enforced and is the only gate without metrics."""
+    """One backend. `max_in_flight` is always enforced and is the only gate without metrics.
+
+    `capacity` is how many sequences the engine runs at once (vLLM's `max_num_seqs`, llama.cpp's
+    slots), set by the operator; None means learn it from the backend's metrics."""
 
     name: str
     models: frozenset[str]
     max_in_flight: int = 64
     has_metrics: bool = True
     enabled: bool = True
+    capacity: int | None = None
 
 
 def article_gates() -> dict[int, GateThresholds]:

@@ -50,6 +50,8 @@ class Scheduler:
         self.principals: dict[Principal, PrincipalState] = {}
         self.entries: dict[str, Entry] = {}
         self._heaps: dict[tuple[str, int], BandHeap] = {}
+        # Lanes with jobs queued or in flight, per (pool, band): who shares the backend's slots.
+        self._active: dict[tuple[str, int], set[Lane]] = {}
         self._deadlines: list[tuple[float, int, Entry]] = []
         self._aging: list[tuple[float, int, int, Entry]] = []
         self._affinity: OrderedDict[str, str] = OrderedDict()
@@ -162,6 +164,7 @@ class Scheduler:
         else:
             lane.queue.push(entry)
         lane.live += 1
+        self._active.setdefault((lane.model, lane.band), set()).add(lane)
         self.principals[lane.principal].queued += 1
         if lane.live == 1 or lane.token is None:
             heap.push(lane)
@@ -171,6 +174,7 @@ class Scheduler:
         assert lane is not None
         entry.where = None
         lane.live -= 1
+        self._forget_if_idle(lane)
         self.principals[lane.principal].queued -= 1
         return lane
 
@@ -260,13 +264,14 @@ class Scheduler:
             lane.service += entry.charged
             lane.in_flight += 1
             pstate.in_flight += 1
+            self._active.setdefault((model, band), set()).add(lane)
             backend.record_dispatch()
             self.totals["dispatched"] += 1
             if entry.job.prefix_key is not None:
                 self._remember_prefix(entry.job.prefix_key, backend.name)
             if lane.live > 0:
                 heap.push(lane)
-            return Dispatch(entry.job, backend.name, lane.band)
+            return Dispatch(entry.job, backend.name, lane.band, self._priority(lane, backend))
 
     def _choose_backend(self, entry: Entry, candidates: list[BackendState]) -> BackendState:
         """Cache affinity unless the affine backend is loaded past the slack; else least load."""
@@ -333,6 +338,20 @@ class Scheduler:
             heapq.heappush(self._deadlines, (entry.job.deadline, entry.seq, entry))
         self._schedule_aging(entry)
 
+    def _forget_if_idle(self, lane: Lane) -> None:
+        if lane.live == 0 and lane.in_flight == 0:
+            self._active.get((lane.model, lane.band), set()).discard(lane)
+
+    def _priority(self, lane: Lane, backend: BackendState) -> int:
+        """The coarse priority handed to a backend that schedules by priority (lower first):
+        two steps per band, the second for a principal over its fair share of the backend's
+        slots (its in-flight jobs beyond capacity / principals active in the band), so a light
+        user's request that does reach the backend's queue goes ahead of the flood's."""
+        sharing = len(self._active.get((lane.model, lane.band), ())) or 1
+        slots = backend.capacity or backend.config.max_in_flight
+        over = lane.in_flight > max(1.0, slots / sharing)
+        return 2 * lane.band + int(over)
+
     def _dispatched(self, job_id: str) -> Entry:
         entry = self.entries.get(job_id)
         if entry is None or entry.state != DISPATCHED:
@@ -346,6 +365,7 @@ class Scheduler:
         if backend is not None:
             backend.record_release()
         lane.in_flight -= 1
+        self._forget_if_idle(lane)
         pstate = self.principals[lane.principal]
         pstate.in_flight -= 1
         blocked, pstate.blocked = pstate.blocked, []

@@ -32,8 +32,10 @@ def gate_open(
       3. no metrics were scraped yet ("no_metrics"), or the last scrape says unhealthy
          ("unhealthy"), or it is older than `stale_after` ("stale");
     and, only when the band has thresholds:
-      4. estimated waiting = max(0, scraped waiting + dispatched since scrape - completed since
-         scrape) is not below max(max_waiting, 1) ("waiting");
+      4. the backend's queue is not below max(max_waiting, 1) ("waiting"): with a known capacity,
+         the queue that one more dispatch would leave (exact: our in-flight plus others' load
+         beyond the capacity), so 0 or 1 means "never make it queue"; without, the estimate
+         max(0, scraped waiting + dispatched since scrape - completed since scrape);
       5. the scraped time per output token is not below `max_tpot_seconds` ("tpot");
       6. the scraped KV-cache usage is not below `max_kv_cache_usage` ("kv_cache").
     A metric the backend does not expose (None) does not close the gate.
@@ -47,7 +49,7 @@ def gate_open(
         return health
     m = state.metrics
     assert m is not None  # a healthy backend with metrics has been scraped
-    if thresholds.max_waiting is not None and state.estimated_waiting() >= max(
+    if thresholds.max_waiting is not None and state.queue_for_gate() >= max(
         thresholds.max_waiting, 1
     ):
         return GateDecision(False, "waiting")

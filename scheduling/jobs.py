@@ -47,8 +47,10 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:
-    """The scheduler's decision: this job goes to this backend now."""
+    """The scheduler's decision: this job goes to this backend now; `priority` is what to tell a
+    backend that schedules by priority (see `Scheduler._priority`)."""
 
     job: Job
     backend: str
     band: int
+    priority: int = 0

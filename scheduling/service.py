@@ -23,12 +23,13 @@ from scheduling.snapshot import SchedulerSnapshot, build_snapshot
 class Ticket:
     """A submitted job's handle: await `dispatched()` for the backend it was given."""
 
-    __slots__ = ("_error", "_waiter", "backend", "band", "job")
+    __slots__ = ("_error", "_waiter", "backend", "band", "job", "priority")
 
     def __init__(self, job: Job) -> None:
         self.job = job
         self.backend: str | None = None
         self.band: int = job.band  # the band it was dispatched from (aging may promote it)
+        self.priority: int = 2 * job.band  # for a priority-scheduling backend, set at dispatch
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[str] | None = None
 
@@ -42,9 +43,10 @@ class Ticket:
             self._waiter = asyncio.get_running_loop().create_future()
         return await asyncio.shield(self._waiter)
 
-    def _resolve(self, backend: str, band: int) -> None:
+    def _resolve(self, backend: str, band: int, priority: int) -> None:
         self.backend = backend
         self.band = band
+        self.priority = priority
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(backend)
 
@@ -107,7 +109,7 @@ class SchedulerService:
         for d in step.dispatched:
             ticket = self._tickets.get(d.job.id)
             if ticket is not None:
-                ticket._resolve(d.backend, d.band)
+                ticket._resolve(d.backend, d.band, d.priority)
         return step
 
     def _poke(self) -> None:

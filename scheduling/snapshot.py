@@ -41,6 +41,7 @@ class BackendView:
     models: tuple[str, ...]
     in_flight: int
     max_in_flight: int
+    capacity: int | None
     has_metrics: bool
     enabled: bool
     stale: bool
@@ -88,6 +89,7 @@ def build_snapshot(scheduler: Scheduler, now: float) -> SchedulerSnapshot:
             models=tuple(sorted(state.config.models)),
             in_flight=state.in_flight,
             max_in_flight=state.config.max_in_flight,
+            capacity=state.capacity,
             has_metrics=state.config.has_metrics,
             enabled=state.config.enabled,
             stale=state.is_stale(now, config.stale_after),

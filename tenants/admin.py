@@ -152,6 +152,7 @@ class BackendAdmin(admin.ModelAdmin[Any]):
         "metrics_url",
         "enabled",
         "max_in_flight",
+        "capacity",
         "priority_scheduling",
     ]
     list_filter = ["kind", "enabled"]

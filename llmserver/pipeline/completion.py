@@ -119,14 +119,14 @@ class Completion:
             max_concurrent=key.max_concurrent,
         )
 
-    async def _forward(self, backend: str, upstream_model: str) -> None:
+    async def _forward(self, backend: str, upstream_model: str, priority: int) -> None:
         self.dispatched_at = time.monotonic()
         self.draft.backend = backend
         self.draft.dispatched_at = timezone.now()
         self.gw.metrics.queue_wait.labels(str(self.draft.band)).observe(
             self.dispatched_at - self.arrived
         )
-        await self.relay.forward(self.gw.clients[backend], upstream_model, self.draft.band)
+        await self.relay.forward(self.gw.clients[backend], upstream_model, priority)
 
     def _headers(self) -> dict[str, str]:
         """Sent with the first byte, which is also the first token."""

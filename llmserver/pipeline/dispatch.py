@@ -16,7 +16,8 @@ from llmserver.api.errors import (
 from llmserver.backends.upstream import BackendError
 from scheduling import Job, NoBackend, QueueFull, QueueTimeout, SchedulerService, Ticket
 
-Forward = Callable[[str, str], Awaitable[None]]
+# (backend, its model name, the priority to tell it if it schedules by priority)
+Forward = Callable[[str, str, int], Awaitable[None]]
 
 
 def submit(scheduler: SchedulerService, job: Job) -> Ticket:
@@ -36,7 +37,7 @@ async def run_on_pool(
     forward: Forward,
     started: Callable[[], bool],
 ) -> None:
-    """`forward(backend, upstream_model)` on each backend the scheduler grants, until one
+    """`forward(backend, upstream_model, priority)` on each backend the scheduler grants, until one
     succeeds; a retryable failure before anything was sent goes back to the head of the queue,
     excluding the backends that failed."""
     failed: set[str] = set()
@@ -46,7 +47,7 @@ async def run_on_pool(
         except QueueTimeout:
             raise queue_timeout() from None
         try:
-            await forward(backend, pool[backend])
+            await forward(backend, pool[backend], ticket.priority)
             return
         except BackendError as exc:
             failed.add(backend)

@@ -22,6 +22,7 @@ class BackendSpec:
     metrics_url: str
     api_key: str
     max_in_flight: int
+    capacity: int | None
     priority_scheduling: bool
 
 
@@ -65,6 +66,7 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
             metrics_url=b.effective_metrics_url,
             api_key=b.api_key,
             max_in_flight=b.max_in_flight,
+            capacity=b.capacity,
             priority_scheduling=b.priority_scheduling,
         )
         for b in Backend.objects.filter(enabled=True)
@@ -81,6 +83,7 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
             name=spec.name,
             models=frozenset(m for m, pool in routes.items() if spec.name in pool),
             max_in_flight=spec.max_in_flight,
+            capacity=spec.capacity,
             has_metrics=bool(spec.metrics_url),
         )
         for spec in backends.values()

@@ -52,8 +52,15 @@ class SnapshotCollector(Collector):
             "The backend's last scraped values.",
             labels=["backend", "name"],
         )
+        capacity = GaugeMetricFamily(
+            "llmserver_backend_capacity",
+            "Requests the backend runs at once (configured or learned).",
+            labels=["backend"],
+        )
         for b in snap.backends:
             in_flight.add_metric([b.name], b.in_flight)
+            if b.capacity is not None:
+                capacity.add_metric([b.name], b.capacity)
             for g in b.gates:
                 gate.add_metric([b.name, str(g.band)], 1.0 if g.open else 0.0)
             if b.metrics is not None:
@@ -63,6 +70,7 @@ class SnapshotCollector(Collector):
                         scraped.add_metric([b.name, name], float(value))
         yield gate
         yield in_flight
+        yield capacity
         yield scraped
         pending = GaugeMetricFamily(
             "llmserver_usage_pending", "Usage records waiting to be written."

@@ -22,6 +22,15 @@ class Backend(models.Model):
     )
     api_key = models.CharField(max_length=256, blank=True, help_text="Sent upstream as Bearer.")
     enabled = models.BooleanField(default=True)
+    capacity = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=(
+            "How many requests the server runs at once (vLLM --max-num-seqs, llama.cpp -np). "
+            "Blank: learned from its metrics (the most running seen while others waited)."
+        ),
+    )
     priority_scheduling = models.BooleanField(
         default=False,
         help_text=(

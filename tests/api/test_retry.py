@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import transaction
 
 from tenants.models import Backend, ModelRoute
 from tests.api.conftest import MODEL, chat_body, read_all, start, usage_rows, wait_for
@@ -41,11 +42,17 @@ async def failing() -> AsyncIterator[tuple[FailingBackend, str]]:
     await server.wait_closed()
 
 
-def add_failing_backend(url: str) -> None:
+@transaction.atomic
+def add_failing_backend(url: str, only: bool = False) -> None:
+    """One transaction: the gateway's config reload, woken by the first save, reads the tables
+    from another thread, and SQLite's shared-cache test database refuses a second writer at once
+    ("database table is locked") where a file database would wait."""
     # No metrics (kind openai), so only max_in_flight gates it; its name sorts first, so the
     # scheduler's least-load tie-break picks it before the simulator.
     broken = Backend.objects.create(name="a-broken", base_url=url, kind="openai", max_in_flight=8)
     ModelRoute.objects.create(public_name=MODEL, backend=broken)
+    if only:
+        Backend.objects.filter(name="sim").update(enabled=False)
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
@@ -69,8 +76,7 @@ async def test_a_request_is_retried_on_another_backend_when_the_first_fails_earl
 
 async def test_when_every_backend_fails_early_the_client_gets_a_502(gateway, world, failing):
     backend, url = failing
-    await sync_to_async(add_failing_backend)(url)
-    await sync_to_async(Backend.objects.filter(name="sim").update)(enabled=False)
+    await sync_to_async(add_failing_backend)(url, only=True)
     await gateway.reload_once()
     status, _, body = await read_all(await start(world["alice"], chat_body(max_tokens=3)))
     assert status == 502 and json.loads(body)["error"]["code"] == "upstream_error"
@@ -98,8 +104,7 @@ async def test_a_backend_that_fails_after_the_first_token_ends_the_stream_with_a
     server = await asyncio.start_server(DroppingBackend().handle, "127.0.0.1", 0)
     url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     try:
-        await sync_to_async(add_failing_backend)(url)
-        await sync_to_async(Backend.objects.filter(name="sim").update)(enabled=False)
+        await sync_to_async(add_failing_backend)(url, only=True)
         await gateway.reload_once()
         status, _, body = await read_all(await start(world["alice"], chat_body(max_tokens=3)))
     finally:

@@ -34,6 +34,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--disabled", action="store_true")
         parser.add_argument(
+            "--capacity", type=int, help="Requests the server runs at once (max_num_seqs)."
+        )
+        parser.add_argument(
             "--priority-scheduling",
             action="store_true",
             help="The server schedules by priority (vLLM --scheduling-policy priority).",
@@ -62,6 +65,7 @@ class Command(BaseCommand):
                     "max_in_flight": options["max_in_flight"],
                     "enabled": not options["disabled"],
                     "priority_scheduling": options["priority_scheduling"],
+                    "capacity": options["capacity"],
                 },
             )
             for spec in options["model"]:
