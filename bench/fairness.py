@@ -8,6 +8,10 @@ continuous batching, `--max-num-seqs` running sequences, a waiting queue):
   gateway   through the gateway in front of a FIFO simulator, everyone on the interactive band,
             so the gateway's fair share (not band priority) is what is measured
   gateway-batch  (with --batch-variant) the same, with the power user's key on the batch band
+  gateway-exact  the gateway knowing the backend's capacity (exact slot accounting) and never
+            letting it queue (interactive gate: waiting < 1)
+  gateway-priority  the gateway with exact accounting in front of the simulator in priority
+            mode, handing its coarse priority down (band, and over or under fair share)
   ideal     the light users alone, straight to the simulator
 
 The load: the power user submits `--power-requests` streaming requests at once; `--light-users`
@@ -49,7 +53,15 @@ from llmserver.testing.processes import Database, start_gateway
 from simulator.launcher import start_simulator
 
 ROOT = Path(__file__).resolve().parents[1]
-WAYS = ("fifo", "priority", "gateway", "gateway-batch", "ideal")
+WAYS = (
+    "fifo",
+    "priority",
+    "gateway",
+    "gateway-batch",
+    "gateway-exact",
+    "gateway-priority",
+    "ideal",
+)
 POWER_PROMPT = "Summarise the following evaluation transcript in detail. " * 7
 LIGHT_PROMPT = "What is the capital of France? Answer briefly. "
 
@@ -242,7 +254,7 @@ def gateway_keys(args: argparse.Namespace, power_tier: str) -> tuple[dict, list]
 
 
 async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
-    policy = "priority" if way == "priority" else "fcfs"
+    policy = "priority" if way in ("priority", "gateway-priority") else "fcfs"
     sim = start_simulator(*simulator_args(args, policy), quiet=True)
     gw = db = None
     tmp = tempfile.TemporaryDirectory(prefix="bench-fairness-")
@@ -254,7 +266,14 @@ async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
             tiers, key_specs = gateway_keys(
                 args, "batch" if way == "gateway-batch" else "interactive"
             )
-            keys = configure_gateway(gw, tiers, key_specs)
+            backends = {}
+            if way in ("gateway-exact", "gateway-priority"):
+                backends["simulator"] = {
+                    "capacity": args.max_num_seqs,
+                    "priority_scheduling": way == "gateway-priority",
+                }
+                tiers["interactive"]["gate_max_waiting"] = 1 if way == "gateway-exact" else 3
+            keys = configure_gateway(gw, tiers, key_specs, backends)
             run = await run_load(gw.url, sim.url, args, keys, None, True)
         else:
             priorities = (0, 1) if way == "priority" else None

@@ -165,7 +165,10 @@ class UsageWriter:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
-            await self.flush_once()
+            # Shielded: cancelling this loop (at shutdown) must not abandon a flush whose write
+            # is already committing on its worker thread, or the batch would stay queued and be
+            # written twice by the final flush.
+            await asyncio.shield(self.flush_once())
 
 
 __all__ = ["UsageDraft", "UsageWriter", "price", "write"]

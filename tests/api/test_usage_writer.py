@@ -104,3 +104,24 @@ async def test_metrics_show_usage_pending_and_failed(gateway, world):
     text = gateway.metrics.render().decode()
     assert "llmserver_usage_failed_total 1.0" in text
     assert "llmserver_usage_pending 1.0" in text
+
+
+async def test_stopping_the_writer_mid_flush_writes_each_row_once(world):
+    """Shutdown cancels the writer's loop; a write already committing must not be written again
+    by the final flush (it was, and the duplicates were then dropped as failed)."""
+    import asyncio
+
+    writer = UsageWriter(interval=0.0, batch_size=100)
+    drafts = [draft(world) for _ in range(1000)]
+    for d in drafts:
+        writer.add(d)
+    loop = asyncio.create_task(writer.run())
+    while not writer._lock.locked():
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.01)  # a batch is on its worker thread
+    loop.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await loop
+    await writer.flush_once()
+    assert (writer.pending, writer.failed, writer.written) == (0, 0, 1000)
+    assert len(await usage_rows()) == 1000
