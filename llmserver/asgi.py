@@ -26,7 +26,9 @@ from llmserver.api.http import (  # noqa: E402
     ChatCompletionsConsumer,
     HealthConsumer,
     MetricsConsumer,
+    ModelConsumer,
     ModelsConsumer,
+    NotFoundConsumer,
     ReadyConsumer,
     TextCompletionsConsumer,
 )
@@ -37,6 +39,9 @@ http_routes = [
     path("v1/chat/completions", ChatCompletionsConsumer.as_asgi()),
     path("v1/completions", TextCompletionsConsumer.as_asgi()),
     path("v1/models", ModelsConsumer.as_asgi()),
+    # Model names may hold slashes ("meta-llama/Llama-3.1-8B").
+    re_path(r"^v1/models/(?P<model>.+)$", ModelConsumer.as_asgi()),
+    re_path(r"^v1/", NotFoundConsumer.as_asgi()),
     path("metrics", MetricsConsumer.as_asgi()),
     path("healthz", HealthConsumer.as_asgi()),
     path("readyz", ReadyConsumer.as_asgi()),

@@ -34,6 +34,10 @@ class GatewaySettings:
     usage_flush_interval: float = 1.0
     usage_batch_size: int = 500
     key_cache_seconds: float = 30.0
+    # /metrics names tenants and counts their tokens: a bearer token and/or the client networks
+    # allowed to read it; empty means open (a scraper on loopback, the default deployment).
+    metrics_token: str = ""
+    metrics_allow: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GatewaySettings:
@@ -44,6 +48,7 @@ class GatewaySettings:
             raise ValueError(f"unknown LLMSERVER settings: {', '.join(sorted(unknown))}")
         options = {name.lower(): value for name, value in values.items()}
         options["cost_unit"] = CostUnit(options.get("cost_unit", CostUnit.TOKENS))
+        options["metrics_allow"] = tuple(options.get("metrics_allow", ()))
         return cls(**options)
 
 

@@ -16,6 +16,7 @@ from llmserver.env import (
     database_from_url,
     env_bool,
     env_choice,
+    env_cidrs,
     env_float,
     env_int,
     env_list,
@@ -145,6 +146,8 @@ LLMSERVER = {
     "USAGE_FLUSH_INTERVAL": env_float("USAGE_FLUSH_INTERVAL", 1.0, minimum=0.01),
     "USAGE_BATCH_SIZE": env_int("USAGE_BATCH_SIZE", 500, minimum=1),
     "KEY_CACHE_SECONDS": env_float("KEY_CACHE_SECONDS", 30.0, minimum=0.0),
+    "METRICS_TOKEN": env_str("METRICS_TOKEN"),
+    "METRICS_ALLOW": env_cidrs("METRICS_ALLOW"),
 }
 
 # The tenant self-service API: API-key auth only, JSON only, OpenAI-shaped errors.
