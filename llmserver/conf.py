@@ -36,6 +36,10 @@ class GatewaySettings:
     key_cache_seconds: float = 30.0
     # /metrics names tenants and counts their tokens: a bearer token and/or the client networks
     # allowed to read it; empty means open (a scraper on loopback, the default deployment).
+    # Slow clients (rungateway's server): a request must arrive whole within the read timeout;
+    # an idle keep-alive connection is closed after the idle timeout.
+    client_read_timeout: float = 30.0
+    client_idle_timeout: float = 60.0
     metrics_token: str = ""
     metrics_allow: tuple[str, ...] = ()
 

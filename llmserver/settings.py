@@ -146,6 +146,8 @@ LLMSERVER = {
     "USAGE_FLUSH_INTERVAL": env_float("USAGE_FLUSH_INTERVAL", 1.0, minimum=0.01),
     "USAGE_BATCH_SIZE": env_int("USAGE_BATCH_SIZE", 500, minimum=1),
     "KEY_CACHE_SECONDS": env_float("KEY_CACHE_SECONDS", 30.0, minimum=0.0),
+    "CLIENT_READ_TIMEOUT": env_float("CLIENT_READ_TIMEOUT", 30.0, minimum=0.1),
+    "CLIENT_IDLE_TIMEOUT": env_float("CLIENT_IDLE_TIMEOUT", 60.0, minimum=0.1),
     "METRICS_TOKEN": env_str("METRICS_TOKEN"),
     "METRICS_ALLOW": env_cidrs("METRICS_ALLOW"),
 }

@@ -110,9 +110,12 @@ def start_gateway(
     *,
     daphne_args: Sequence[str] = (),
     quiet: bool = False,
+    rungateway: bool = False,
 ) -> Gateway:
     """Migrate, load the demo and serve with daphne; `quiet` drops daphne's stdout (the access
-    log at daphne's default verbosity), `daphne_args` are added to its command line."""
+    log at daphne's default verbosity), `daphne_args` are added to its command line. With
+    `rungateway`, serve through `manage.py rungateway` (the gateway's own server settings: read
+    deadlines, OpenAI-shaped refusals) instead of the bare daphne command."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -136,16 +139,14 @@ def start_gateway(
     manage("migrate", "--noinput", "-v0")
     demo = json.loads(manage("demo", "--json", "--simulator-url", simulator_url))
     port = free_port()
+    if rungateway:
+        command = [sys.executable, "manage.py", "rungateway", "--host", "127.0.0.1"]
+        command += ["--port", str(port)]
+    else:
+        command = [str(Path(sys.executable).with_name("daphne")), "-b", "127.0.0.1"]
+        command += ["-p", str(port), *daphne_args, "llmserver.asgi:application"]
     process = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("daphne")),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            *daphne_args,
-            "llmserver.asgi:application",
-        ],
+        command,
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL if quiet else None,

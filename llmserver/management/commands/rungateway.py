@@ -45,13 +45,18 @@ class Command(BaseCommand):
 
     def _serve(self, host: str, port: int) -> None:
         from daphne.endpoints import build_endpoint_description_strings
-        from daphne.server import Server
 
         from llmserver.asgi import application
+        from llmserver.conf import gateway_settings
+        from llmserver.server import GatewayServer
+
+        conf = gateway_settings()
 
         self.stdout.write(f"Gateway on http://{host}:{port} (admin: http://{host}:{port}/admin/)")
-        Server(
+        GatewayServer(
             application=application,
+            idle_timeout=conf.client_idle_timeout,
+            read_timeout=conf.client_read_timeout,
             endpoints=build_endpoint_description_strings(host=host, port=port),
             http_timeout=None,
             application_close_timeout=10,
