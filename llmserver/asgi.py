@@ -18,6 +18,7 @@ django_asgi = get_asgi_application()
 # These need Django set up first.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from llmserver import dashboard  # noqa: E402
@@ -25,7 +26,9 @@ from llmserver.api.http import (  # noqa: E402
     ChatCompletionsConsumer,
     HealthConsumer,
     MetricsConsumer,
+    ModelConsumer,
     ModelsConsumer,
+    NotFoundConsumer,
     ReadyConsumer,
     TextCompletionsConsumer,
 )
@@ -36,15 +39,21 @@ http_routes = [
     path("v1/chat/completions", ChatCompletionsConsumer.as_asgi()),
     path("v1/completions", TextCompletionsConsumer.as_asgi()),
     path("v1/models", ModelsConsumer.as_asgi()),
+    # Model names may hold slashes ("meta-llama/Llama-3.1-8B").
+    re_path(r"^v1/models/(?P<model>.+)$", ModelConsumer.as_asgi()),
+    re_path(r"^v1/", NotFoundConsumer.as_asgi()),
     path("metrics", MetricsConsumer.as_asgi()),
     path("healthz", HealthConsumer.as_asgi()),
     path("readyz", ReadyConsumer.as_asgi()),
     re_path(r"", django_asgi),
 ]
 
+# The dashboard trusts the session cookie, which a browser sends from any page: only pages served
+# from one of ALLOWED_HOSTS may open it (a socket with no Origin, or a foreign one, is refused).
+# The completions socket takes a bearer key, never the cookie, so any origin may use it.
 websocket_routes = [
     path("ws/v1/chat/completions", CompletionSocketConsumer.as_asgi()),
-    path(dashboard.WS_PATH, DashboardConsumer.as_asgi()),
+    path(dashboard.WS_PATH, AllowedHostsOriginValidator(DashboardConsumer.as_asgi())),
 ]
 
 application = ProtocolTypeRouter(

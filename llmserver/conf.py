@@ -35,6 +35,14 @@ class GatewaySettings:
     usage_batch_size: int = 500
     key_cache_seconds: float = 30.0
     drain_seconds: float = 30.0
+    # /metrics names tenants and counts their tokens: a bearer token and/or the client networks
+    # allowed to read it; empty means open (a scraper on loopback, the default deployment).
+    # Slow clients (rungateway's server): a request must arrive whole within the read timeout;
+    # an idle keep-alive connection is closed after the idle timeout.
+    client_read_timeout: float = 30.0
+    client_idle_timeout: float = 60.0
+    metrics_token: str = ""
+    metrics_allow: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GatewaySettings:
@@ -45,6 +53,7 @@ class GatewaySettings:
             raise ValueError(f"unknown LLMSERVER settings: {', '.join(sorted(unknown))}")
         options = {name.lower(): value for name, value in values.items()}
         options["cost_unit"] = CostUnit(options.get("cost_unit", CostUnit.TOKENS))
+        options["metrics_allow"] = tuple(options.get("metrics_allow", ()))
         return cls(**options)
 
 

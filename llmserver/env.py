@@ -65,6 +65,19 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_cidrs(name: str) -> tuple[str, ...]:
+    """A comma-separated list of networks ("10.0.0.0/8, 127.0.0.1"), each checked."""
+    import ipaddress
+
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise ImproperlyConfigured(f"{name} must list IP networks; got {item!r}") from None
+    return tuple(networks)
+
+
 def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:
     raw = os.environ.get(name, "").strip().lower() or default
     if raw not in choices:

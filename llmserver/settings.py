@@ -16,6 +16,7 @@ from llmserver.env import (
     database_from_url,
     env_bool,
     env_choice,
+    env_cidrs,
     env_float,
     env_int,
     env_list,
@@ -146,6 +147,10 @@ LLMSERVER = {
     "USAGE_BATCH_SIZE": env_int("USAGE_BATCH_SIZE", 500, minimum=1),
     "KEY_CACHE_SECONDS": env_float("KEY_CACHE_SECONDS", 30.0, minimum=0.0),
     "DRAIN_SECONDS": env_float("DRAIN_SECONDS", 30.0, minimum=0.0),
+    "CLIENT_READ_TIMEOUT": env_float("CLIENT_READ_TIMEOUT", 30.0, minimum=0.1),
+    "CLIENT_IDLE_TIMEOUT": env_float("CLIENT_IDLE_TIMEOUT", 60.0, minimum=0.1),
+    "METRICS_TOKEN": env_str("METRICS_TOKEN"),
+    "METRICS_ALLOW": env_cidrs("METRICS_ALLOW"),
 }
 
 # The tenant self-service API: API-key auth only, JSON only, OpenAI-shaped errors.

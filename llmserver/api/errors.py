@@ -41,6 +41,12 @@ def unauthorized(message: str = "Invalid API key.") -> ApiError:
     return ApiError(401, message, code="invalid_api_key")
 
 
+def client_not_allowed() -> ApiError:
+    return ApiError(
+        403, "This address may not read this endpoint.", "permission_error", code="forbidden"
+    )
+
+
 def model_not_found(model: str) -> ApiError:
     return ApiError(
         404, f"The model '{model}' does not exist.", param="model", code="model_not_found"
@@ -58,7 +64,30 @@ def model_not_allowed(model: str) -> ApiError:
 
 
 def method_not_allowed(methods: tuple[str, ...]) -> ApiError:
-    return ApiError(405, f"Use {' or '.join(methods)} on this endpoint.", code="method_not_allowed")
+    return ApiError(
+        405,
+        f"Use {' or '.join(methods)} on this endpoint.",
+        code="method_not_allowed",
+        headers={"allow": ", ".join(methods)},
+    )
+
+
+def unknown_endpoint(method: str, path: str) -> ApiError:
+    # OpenAI's own answer for a path it does not serve: 404, invalid_request_error, no code.
+    return ApiError(404, f"Invalid URL ({method} {path}).", code="unknown_url")
+
+
+def invalid_json(reason: str) -> ApiError:
+    return ApiError(400, f"The request body is not valid JSON: {reason}.", code="invalid_json")
+
+
+def invalid_text(param: str) -> ApiError:
+    return ApiError(
+        400,
+        f"'{param}' holds text that is not valid Unicode (a lone surrogate such as \\ud800).",
+        param=param,
+        code="invalid_unicode",
+    )
 
 
 def too_large(limit: int) -> ApiError:

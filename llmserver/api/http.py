@@ -18,8 +18,16 @@ from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.http import AsyncHttpConsumer
 
+from llmserver.api.access import metrics_refusal
 from llmserver.api.auth import authenticate, bearer
-from llmserver.api.errors import ApiError, internal_error, method_not_allowed, too_large
+from llmserver.api.errors import (
+    ApiError,
+    internal_error,
+    method_not_allowed,
+    model_not_found,
+    too_large,
+    unknown_endpoint,
+)
 from llmserver.api.sse import frame
 from llmserver.api.validation import parse_json, validate
 from llmserver.pipeline.completion import Completion, new_request_id
@@ -45,13 +53,18 @@ class JsonHttpConsumer(AsyncHttpConsumer):
     """Shared plumbing: no channel layer per request (it costs a channel), OpenAI error bodies."""
 
     channel_layer_alias = None  # type: ignore[assignment]  # Channels' documented "no layer"
-    methods: tuple[str, ...] = ("GET",)
+    methods: tuple[str, ...] = ("GET", "HEAD")
 
     async def send_json(
         self, status: int, data: Any, headers: dict[str, str] | None = None
     ) -> None:
+        """A HEAD gets the status and headers a GET would, with the length but not the body."""
+        payload = json.dumps(data).encode()
         extra = [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-        await self.send_response(status, json.dumps(data).encode(), headers=JSON + extra)
+        extra.append((b"content-length", str(len(payload)).encode()))
+        if self.scope["method"] == "HEAD":
+            payload = b""
+        await self.send_response(status, payload, headers=JSON + extra)
 
     async def send_error(self, exc: ApiError, request_id: str | None = None) -> None:
         headers = dict(exc.headers)
@@ -178,6 +191,10 @@ class TextCompletionsConsumer(CompletionsConsumer):
     kind = "completions"
 
 
+def model_object(name: str) -> dict[str, object]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "llm-server"}
+
+
 class ModelsConsumer(JsonHttpConsumer):
     """GET /v1/models: the models this key may use."""
 
@@ -191,12 +208,36 @@ class ModelsConsumer(JsonHttpConsumer):
         except ApiError as exc:
             await self.send_error(exc)
             return
-        models = [
-            {"id": name, "object": "model", "created": 0, "owned_by": "llm-server"}
-            for name in sorted(gw.routes())
-            if key.allows_model(name)
-        ]
+        models = [model_object(name) for name in sorted(gw.routes()) if key.allows_model(name)]
         await self.send_json(200, {"object": "list", "data": models})
+
+
+class ModelConsumer(JsonHttpConsumer):
+    """GET /v1/models/{model}: one model, if it is configured and this key may use it. A model
+    the key may not use is answered like one that does not exist, so keys cannot probe names."""
+
+    async def handle(self, body: bytes) -> None:
+        scope: Mapping[str, Any] = self.scope  # URLRouter adds "url_route" to the typed scope
+        name = str(scope["url_route"]["kwargs"]["model"])
+        try:
+            refusal = self.method_allowed()
+            if refusal:
+                raise refusal
+            gw = await get_gateway()
+            key = await authenticate(gw, bearer(self.scope.get("headers", [])))
+            if name not in gw.routes() or not key.allows_model(name):
+                raise model_not_found(name)
+        except ApiError as exc:
+            await self.send_error(exc)
+            return
+        await self.send_json(200, model_object(name))
+
+
+class NotFoundConsumer(JsonHttpConsumer):
+    """Any other path under /v1: OpenAI's 404 body instead of Django's HTML page."""
+
+    async def handle(self, body: bytes) -> None:
+        await self.send_error(unknown_endpoint(self.scope["method"], self.scope["path"]))
 
 
 class MetricsConsumer(JsonHttpConsumer):
@@ -204,6 +245,10 @@ class MetricsConsumer(JsonHttpConsumer):
 
     async def handle(self, body: bytes) -> None:
         gw = await get_gateway()
+        refusal = metrics_refusal(gw.settings, self.scope)
+        if refusal is not None:
+            await self.send_error(refusal)
+            return
         await self.send_response(
             200,
             gw.metrics.render(),

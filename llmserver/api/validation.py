@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from llmserver.api.errors import invalid, unsupported_media_type
+from llmserver.api.errors import invalid, invalid_json, invalid_text, unsupported_media_type
 
 # Fields the gateway owns: a client must not set the backend's priority itself.
 _GATEWAY_OWNED = ("priority",)
@@ -52,9 +52,13 @@ def parse_json(raw: bytes, content_type: str | None) -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise invalid(f"The request body is not valid JSON: {exc}.", code="invalid_json") from None
+        raise invalid_json(str(exc)) from None
+    except RecursionError:
+        # The C parser recurses per nesting level: thousands of `[` exhaust the stack.
+        raise invalid_json("it is nested too deeply") from None
     if not isinstance(data, dict):
         raise invalid("The request body must be a JSON object.")
+    _refuse_lone_surrogates(data)
     return data
 
 
@@ -65,6 +69,19 @@ def _storable(value: str, name: str) -> None:
         raise invalid(f"'{name}' must be at most {MAX_NAME_CHARS} characters long.", name)
     if _UNSTORABLE.search(value):
         raise invalid(f"'{name}' must not contain NUL characters or lone surrogates.", name)
+
+
+def _refuse_lone_surrogates(data: dict[str, Any]) -> None:
+    """JSON may escape half a surrogate pair (`"\\ud800"`), which Python decodes to a str that
+    cannot be encoded as UTF-8: it would fail later, in the prefix hash, the upstream request or
+    the usage row. Refused here, naming the top-level field that holds it."""
+    for name, value in data.items():
+        try:
+            json.dumps({name: value}, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise invalid_text(name.encode("utf-8", "replace").decode("utf-8")) from None
+        except RecursionError:
+            raise invalid_json("it is nested too deeply") from None
 
 
 def _number(data: dict[str, Any], name: str, low: float, high: float) -> None:

@@ -20,7 +20,7 @@ from llmserver.backends.upstream import UpstreamClient
 from llmserver.conf import GatewaySettings, gateway_settings
 from llmserver.runtime.config import GatewayConfig, load_gateway_config
 from llmserver.runtime.db import run_db
-from llmserver.runtime.keys import KeyCache
+from llmserver.runtime.keys import KeyCache, unusable_key_ids
 from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.usage import UsageWriter
 from scheduling import SchedulerConfig, SchedulerService, SchedulerSnapshot
@@ -28,6 +28,9 @@ from scheduling import SchedulerConfig, SchedulerService, SchedulerSnapshot
 log = logging.getLogger(__name__)
 RELOAD_INTERVAL = 5.0
 PUBLISH_INTERVAL = 0.5
+# How often the cached keys are checked against the database, so that a key revoked by another
+# process stops working within about this long (one indexed query over the cached ids).
+REVOCATION_INTERVAL = 0.5
 
 
 class Gateway:
@@ -62,6 +65,7 @@ class Gateway:
             self._loop.create_task(self.usage.run(), name="usage-writer"),
             self._loop.create_task(self._reload_loop(), name="config-reload"),
             self._loop.create_task(self._publish_loop(), name="dashboard-publish"),
+            self._loop.create_task(self._revocation_loop(), name="key-revocations"),
         ]
         self.started = True
 
@@ -166,6 +170,24 @@ class Gateway:
                 await self.reload_once()
             except Exception:
                 log.exception("reloading the gateway configuration failed; keeping the old one")
+
+    async def forget_revoked_keys_once(self) -> set[int]:
+        """Drop cached keys that the database says are revoked, expired or gone; returns them."""
+        cached = self.keys.key_ids()
+        if not cached:
+            return set()
+        gone = await run_db(unusable_key_ids, cached)
+        if gone:
+            self.keys.forget(gone)
+        return gone
+
+    async def _revocation_loop(self) -> None:
+        while True:
+            await asyncio.sleep(REVOCATION_INTERVAL)
+            try:
+                await self.forget_revoked_keys_once()
+            except Exception:
+                log.exception("checking cached keys for revocations failed; will retry")
 
     async def _publish_loop(self) -> None:
         from llmserver.dashboard import publish_snapshot

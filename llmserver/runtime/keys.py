@@ -2,7 +2,9 @@
 
 A key is looked up in the database once, then served from memory until it expires from the
 cache or an operator changes any key, tenant or tier (signals clear the whole cache: changes are
-rare and a miss is one indexed query). The cache is keyed by a hash of the secret, never the
+rare and a miss is one indexed query). Signals only reach the process that saved; a key revoked,
+expired or deleted by another process (the command line, another gateway) is found by
+`unusable_key_ids`, which the gateway runs on the cached keys every half second. The cache is keyed by a hash of the secret, never the
 secret itself, and holds at most `max_entries` keys (least recently used go first), so a flood of
 long bad keys costs bounded memory.
 """
@@ -15,6 +17,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+
+from django.db.models import Q
+from django.utils import timezone
 
 from llmserver.runtime.db import run_db
 from tenants.models import ApiKey, QuotaRule
@@ -75,6 +80,21 @@ def load_key(secret: str) -> KeyInfo | None:
     )
 
 
+def unusable_key_ids(key_ids: set[int], chunk: int = 500) -> set[int]:
+    """Which of these keys may no longer be used: revoked, expired or gone. One query per
+    `chunk` ids (SQLite caps the parameters of one query)."""
+    ordered = sorted(key_ids)
+    usable: set[int] = set()
+    now = timezone.now()
+    for start in range(0, len(ordered), chunk):
+        usable.update(
+            ApiKey.objects.filter(pk__in=ordered[start : start + chunk], revoked=False)
+            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+            .values_list("pk", flat=True)
+        )
+    return key_ids - usable
+
+
 class KeyCache:
     def __init__(
         self,
@@ -102,6 +122,16 @@ class KeyCache:
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
         return info
+
+    def key_ids(self) -> set[int]:
+        """The ids of the usable keys held now."""
+        return {info.key_id for _, info in self._entries.values() if info is not None}
+
+    def forget(self, key_ids: set[int]) -> None:
+        """Drop the entries of these keys; their next request reads the database."""
+        for digest, (_, info) in list(self._entries.items()):
+            if info is not None and info.key_id in key_ids:
+                del self._entries[digest]
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -18,18 +18,23 @@ from types import FrameType
 from typing import Any
 
 from daphne.endpoints import build_endpoint_description_strings
-from daphne.server import Server
 from twisted.internet import reactor
 
+from llmserver.conf import GatewaySettings
 from llmserver.runtime.gateway import current_gateway
+from llmserver.server import GatewayServer
 
 log = logging.getLogger(__name__)
 
 
-class DrainingServer(Server):  # type: ignore[misc]  # daphne ships no types
-    def __init__(self, application: Any, host: str, port: int, drain_seconds: float) -> None:
+class DrainingServer(GatewayServer):
+    """`GatewayServer` (read deadlines, OpenAI-shaped refusals) with the drain above."""
+
+    def __init__(self, application: Any, host: str, port: int, conf: GatewaySettings) -> None:
         super().__init__(
             application=application,
+            idle_timeout=conf.client_idle_timeout,
+            read_timeout=conf.client_read_timeout,
             endpoints=build_endpoint_description_strings(host=host, port=port),
             signal_handlers=False,
             http_timeout=None,
@@ -37,7 +42,7 @@ class DrainingServer(Server):  # type: ignore[misc]  # daphne ships no types
             websocket_handshake_timeout=10,
             server_name="llm-server",
         )
-        self.drain_seconds = drain_seconds
+        self.drain_seconds = conf.drain_seconds
         self.ports: list[Any] = []
         self.signals = 0
         self.drain_task: asyncio.Future[None] | None = None

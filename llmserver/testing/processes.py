@@ -117,9 +117,10 @@ def start_gateway(
     quiet: bool = False,
     rungateway: bool = False,
 ) -> Gateway:
-    """Migrate, load the demo and serve with bare daphne, or with `manage.py rungateway` (the
-    production command, with its drain on SIGTERM); `quiet` drops the server's stdout (daphne's
-    access log), `daphne_args` are added to daphne's command line."""
+    """Migrate, load the demo and serve with daphne; `quiet` drops daphne's stdout (the access
+    log at daphne's default verbosity), `daphne_args` are added to its command line. With
+    `rungateway`, serve through `manage.py rungateway` (the gateway's own server settings: read
+    deadlines, OpenAI-shaped refusals) instead of the bare daphne command."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -132,11 +133,11 @@ def start_gateway(
     demo = json.loads(manage(env, "demo", "--json", "--simulator-url", simulator_url))
     port = free_port()
     if rungateway:
-        command = [sys.executable, "manage.py", "rungateway", "--port", str(port)]
+        command = [sys.executable, "manage.py", "rungateway", "--host", "127.0.0.1"]
+        command += ["--port", str(port)]
     else:
-        daphne = str(Path(sys.executable).with_name("daphne"))
-        command = [daphne, "-b", "127.0.0.1", "-p", str(port), *daphne_args]
-        command.append("llmserver.asgi:application")
+        command = [str(Path(sys.executable).with_name("daphne")), "-b", "127.0.0.1"]
+        command += ["-p", str(port), *daphne_args, "llmserver.asgi:application"]
     process = subprocess.Popen(
         command,
         cwd=ROOT,

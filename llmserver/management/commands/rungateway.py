@@ -49,4 +49,4 @@ class Command(BaseCommand):
         from llmserver.runtime.serving import DrainingServer
 
         self.stdout.write(f"Gateway on http://{host}:{port} (admin: http://{host}:{port}/admin/)")
-        DrainingServer(application, host, port, gateway_settings().drain_seconds).run()
+        DrainingServer(application, host, port, gateway_settings()).run()
