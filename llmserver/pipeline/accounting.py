@@ -3,6 +3,8 @@ real cost, the gateway's metrics and exactly one usage draft."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.utils import timezone
 
 from llmserver.conf import GatewaySettings
@@ -10,6 +12,27 @@ from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.usage import UsageDraft, UsageWriter
 from scheduling import SchedulerService, Ticket, job_cost
 from tenants.models import UsageStatus
+
+
+def charge(
+    conf: GatewaySettings,
+    prices: Mapping[str, tuple[float, float]],
+    model: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+) -> float:
+    """A job's charge on its principal's account, in the configured unit: the estimate at
+    dispatch and the real figure at the end use this one rule. In `money`, the model's price in
+    force (a model without a price costs nothing, as in the usage rows)."""
+    price_in, price_out = prices.get(model, (0.0, 0.0))
+    return job_cost(
+        conf.cost_unit,
+        prompt_tokens,
+        completion_tokens,
+        conf.output_token_weight,
+        price_in,
+        price_out,
+    )
 
 
 def settle(
@@ -20,13 +43,12 @@ def settle(
     metrics: GatewayMetrics,
     usage: UsageWriter,
     model_label: str,
+    prices: Mapping[str, tuple[float, float]],
 ) -> None:
     """`draft` holds the request's final status and tokens; `model_label` is the public model
     name if it is configured, else "unknown" (labels must not grow with what clients send)."""
     if ticket is not None:
-        cost = job_cost(
-            conf.cost_unit, draft.prompt_tokens, draft.completion_tokens, conf.output_token_weight
-        )
+        cost = charge(conf, prices, draft.model, draft.prompt_tokens, draft.completion_tokens)
         if draft.status == UsageStatus.OK:
             scheduler.complete(ticket, cost)
         else:

@@ -12,14 +12,14 @@ from django.utils import timezone
 
 from llmserver.api.errors import ApiError, shutting_down
 from llmserver.api.validation import CompletionRequest
-from llmserver.pipeline.accounting import settle
+from llmserver.pipeline.accounting import charge, settle
 from llmserver.pipeline.admission import admit
 from llmserver.pipeline.dispatch import run_on_pool, submit
 from llmserver.pipeline.relay import Relay, Sink
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from llmserver.runtime.usage import UsageDraft
-from scheduling import Job, Principal, job_cost
+from scheduling import Job, Principal
 from tenants.models import UsageStatus
 
 
@@ -96,7 +96,16 @@ class Completion:
             gw.running.discard(task)
             self._count_tokens()
             model_label = self.req.model if self.req.model in gw.routes() else "unknown"
-            settle(self.draft, ticket, gw.scheduler, gw.settings, gw.metrics, gw.usage, model_label)
+            settle(
+                self.draft,
+                ticket,
+                gw.scheduler,
+                gw.settings,
+                gw.metrics,
+                gw.usage,
+                model_label,
+                gw.prices(),
+            )
 
     def _job(self, band: int) -> Job:
         key, req, conf = self.key, self.req, self.gw.settings
@@ -106,11 +115,8 @@ class Completion:
             model=req.model,
             band=band,
             weight=key.weight,
-            estimated_cost=job_cost(
-                conf.cost_unit,
-                req.estimated_prompt_tokens,
-                req.max_tokens,
-                conf.output_token_weight,
+            estimated_cost=charge(
+                conf, self.gw.prices(), req.model, req.estimated_prompt_tokens, req.max_tokens
             ),
             estimated_output_tokens=req.max_tokens,
             prefix_key=req.prefix_key,

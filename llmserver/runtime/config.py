@@ -7,11 +7,15 @@ changes made from another process.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.utils import timezone
 
 from llmserver.conf import GatewaySettings
 from scheduling import BackendConfig, GateThresholds, SchedulerConfig
-from tenants.models import Backend, ModelRoute, Tier
+from tenants.models import Backend, CostRule, ModelRoute, Tier
+from tenants.models.rules import rule_in_force
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +37,9 @@ class GatewayConfig:
     routes: dict[str, dict[str, str]]
     scheduler: SchedulerConfig
     scheduler_backends: tuple[BackendConfig, ...]
+    # public model name -> (input, output) price per million tokens in force at load time; the
+    # `money` cost unit charges these (reloaded every few seconds, so effective dates take hold)
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def _strictest(values: list[float | int | None]) -> float | int | None:
@@ -94,4 +101,15 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
         within_principal=conf.within_principal,
         aging_seconds=conf.aging_seconds,
     )
-    return GatewayConfig(backends, routes, scheduler, scheduler_backends)
+    return GatewayConfig(backends, routes, scheduler, scheduler_backends, prices_in_force(routes))
+
+
+def prices_in_force(models: Iterable[str]) -> dict[str, tuple[float, float]]:
+    now = timezone.now()
+    rules = list(CostRule.objects.filter(model__in=[*models, "*"], effective_from__lte=now))
+    prices = {}
+    for model in models:
+        rule = rule_in_force(rules, model, now)
+        if rule is not None:
+            prices[model] = (float(rule.input_per_million), float(rule.output_per_million))
+    return prices

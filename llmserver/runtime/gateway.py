@@ -112,6 +112,10 @@ class Gateway:
         config = await run_db(load_gateway_config, self.settings)
         self._apply(config)
 
+    def prices(self) -> Mapping[str, tuple[float, float]]:
+        """Public model name -> (input, output) price per million tokens in force."""
+        return self.config.prices if self.config is not None else {}
+
     def routes(self) -> Mapping[str, Mapping[str, str]]:
         """Public model name -> {backend: the backend's model name}, as configured now."""
         return self.config.routes if self.config is not None else {}
