@@ -10,6 +10,7 @@ so consumption may lag the last second or so of traffic.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -117,15 +118,22 @@ def check_quota(api_key: ApiKey, model: str, now: datetime) -> QuotaDecision | N
 
 
 def check_quota_for(
-    tenant_id: int, tier_id: int, user: str, model: str, now: datetime
+    tenant_id: int,
+    tier_id: int,
+    user: str,
+    model: str,
+    now: datetime,
+    pending: Callable[[QuotaRule], Decimal] | None = None,
 ) -> QuotaDecision | None:
     """The exceeded rule for a request on `model`, or None when it may go ahead.
 
-    When several rules are exceeded, the one whose window ends last is returned: retrying before
-    that would only be refused again.
+    `pending(rule)` adds what is admitted but not yet recorded. When several rules are exceeded,
+    the one whose window ends last is returned: retrying before that would only be refused again.
     """
     rules = [r for r in rules_for(tenant_id, tier_id) if r.matches(model)]
     used = _consumed(rules, tenant_id, user, now)
+    if pending is not None:
+        used = [u + pending(r) for r, u in zip(rules, used, strict=True)]
     worst: QuotaDecision | None = None
     for rule, consumed in zip(rules, used, strict=True):
         if consumed < rule.limit:

@@ -65,7 +65,9 @@ class Completion:
         try:
             if gw.draining:
                 raise shutting_down()
-            admission = await admit(self.key, self.req, gw.routes())
+            admission = await admit(
+                self.key, self.req, gw.routes(), gw.reservations, self.request_id
+            )
             self.draft.band = admission.band
             ticket = submit(gw.scheduler, self._job(admission.band))
             started = lambda: self.relay.started  # noqa: E731

@@ -22,6 +22,7 @@ from llmserver.runtime.config import GatewayConfig, load_gateway_config
 from llmserver.runtime.db import run_db
 from llmserver.runtime.keys import KeyCache, unusable_key_ids
 from llmserver.runtime.observability import GatewayMetrics
+from llmserver.runtime.reservations import Reservations
 from llmserver.runtime.usage import UsageWriter
 from scheduling import SchedulerConfig, SchedulerService, SchedulerSnapshot
 
@@ -40,7 +41,10 @@ class Gateway:
         self.settings = conf = conf or gateway_settings()
         self.clock = clock
         self.keys = KeyCache(conf.key_cache_seconds, clock=clock)
-        self.usage = UsageWriter(conf.usage_flush_interval, conf.usage_batch_size)
+        self.reservations = Reservations()
+        self.usage = UsageWriter(
+            conf.usage_flush_interval, conf.usage_batch_size, self.reservations.release
+        )
         self.metrics = GatewayMetrics(self.snapshot, self.usage)
         self.config: GatewayConfig | None = None
         self.scheduler = SchedulerService(SchedulerConfig(), (), clock)

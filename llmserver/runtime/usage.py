@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -117,9 +118,17 @@ def write(drafts: list[UsageDraft]) -> int:
 
 
 class UsageWriter:
-    def __init__(self, interval: float = 1.0, batch_size: int = 500) -> None:
+    def __init__(
+        self,
+        interval: float = 1.0,
+        batch_size: int = 500,
+        on_settled: Callable[[Iterable[str]], None] | None = None,
+    ) -> None:
+        """`on_settled(request_ids)` is told of each row written or dropped (the admission
+        reservations end there)."""
         self.interval = interval
         self.batch_size = batch_size
+        self._on_settled = on_settled
         self._pending: list[UsageDraft] = []
         self._lock = asyncio.Lock()
         self.written = 0
@@ -161,6 +170,8 @@ class UsageWriter:
             self.failed += 1
             log.exception("usage record %s cannot be written; dropped", batch[0].request_id)
         del self._pending[: len(batch)]
+        if self._on_settled is not None:
+            self._on_settled(d.request_id for d in batch)
 
     async def run(self) -> None:
         while True:

@@ -1,0 +1,54 @@
+"""A quota holds under a burst: concurrent requests are counted from admission, not from when
+their usage rows are written (ten at once against two per hour all succeeded)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from asgiref.sync import sync_to_async
+
+from tenants.models import QuotaRule, Tier
+from tests.api.conftest import chat_body, read_all, start, usage_rows
+
+
+def two_per_day(world):
+    Tier.objects.filter(pk=world["tier"].pk).update(
+        max_concurrent_per_user=20, max_queued_per_user=20
+    )
+    QuotaRule.objects.create(tenant=world["tenant"], window="day", metric="requests", limit=2)
+
+
+async def test_ten_concurrent_requests_against_a_quota_of_two_let_exactly_two_through(
+    world, gateway
+):
+    await sync_to_async(two_per_day)(world)
+    await gateway.reload_once()
+    gateway.keys.clear()
+    # One key lookup, not ten racing ones: SQLite's shared-cache test database refuses
+    # concurrent readers of a table being written ("table is locked") where a file would wait.
+    await gateway.keys.resolve(world["alice"])
+    comms = [await start(world["alice"], chat_body(max_tokens=2)) for _ in range(10)]
+    results = await asyncio.gather(*(read_all(c, timeout=20) for c in comms))
+    statuses = sorted(status for status, _, _ in results)
+    assert statuses == [200, 200] + [429] * 8
+    refusals = [json.loads(body)["error"]["code"] for status, _, body in results if status == 429]
+    assert set(refusals) == {"quota_exceeded"}
+    await gateway.usage.flush_once()
+    assert len(gateway.reservations) == 0
+    ok = [r for r in await usage_rows() if r["status"] == "ok"]
+    assert len(ok) == 2
+
+
+async def test_the_reservation_ends_when_the_row_is_written_and_the_count_stays_right(
+    world, gateway
+):
+    await sync_to_async(two_per_day)(world)
+    await gateway.reload_once()
+    gateway.keys.clear()
+    for _ in range(2):
+        status, _, _ = await read_all(await start(world["alice"], chat_body(max_tokens=2)))
+        assert status == 200
+        await gateway.usage.flush_once()
+    status, _, _ = await read_all(await start(world["alice"], chat_body(max_tokens=2)))
+    assert status == 429 and len(gateway.reservations) == 0
