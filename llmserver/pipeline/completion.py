@@ -35,7 +35,7 @@ class Completion:
         self, gw: Gateway, key: KeyInfo, req: CompletionRequest, sink: Sink, request_id: str
     ) -> None:
         self.gw, self.key, self.req, self.request_id = gw, key, req, request_id
-        self.relay = Relay(sink, req, self._headers)
+        self.relay = Relay(sink, req, self._headers, request_id)
         self.arrived = time.monotonic()
         self.dispatched_at: float | None = None
         self.draft = UsageDraft(

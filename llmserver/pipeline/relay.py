@@ -1,7 +1,8 @@
 """Relay: one backend answer to the client, without buffering, counting what was delivered.
 
 Streams are relayed event by event: the usage chunk a client did not ask for is dropped, the
-backend's model name is replaced by the public one, and every event that carries generated text
+backend's model name is replaced by the public one, the backend's response id by the gateway's
+request id (so the body, `X-Request-Id`, the usage row and the logs name one id), and every event that carries generated text
 is counted, so a stream cut by anyone is billed for what really reached the client. The
 backend's own usage, where it sends one, replaces the counts.
 """
@@ -37,9 +38,15 @@ class Relay:
     """Writes to `sink`; `on_start()` gives the response headers when the first byte goes out."""
 
     def __init__(
-        self, sink: Sink, req: CompletionRequest, on_start: Callable[[], dict[str, str]]
+        self,
+        sink: Sink,
+        req: CompletionRequest,
+        on_start: Callable[[], dict[str, str]],
+        request_id: str,
     ) -> None:
         self.sink, self.req, self._on_start = sink, req, on_start
+        self.request_id = request_id
+        self._id_rename: tuple[bytes, bytes] | None = None
         self.started = False
         self.text_events = 0
         self.reported_prompt: int | None = None
@@ -67,6 +74,8 @@ class Relay:
         self._take_usage(data.get("usage"))
         if "model" in data:
             data["model"] = self.req.model
+        if "id" in data:
+            data["id"] = self.request_id
         await self._start(stream=False)
         await self.sink.body(json.dumps(data).encode())
         await self.sink.finish()
@@ -105,8 +114,8 @@ class Relay:
         if _HAS_TEXT.search(payload):
             self.text_events += 1
         if rename is not None:
-            payload = payload.replace(b'"model":' + rename[0], b'"model":' + rename[1])
-            payload = payload.replace(b'"model": ' + rename[0], b'"model": ' + rename[1])
+            payload = _rename_field(payload, b"model", rename)
+        payload = _rename_field(payload, b"id", self._id_rename or self._learn_id(payload))
         if not self.started:
             await self._start(stream=True)
         await self.sink.event(payload)
@@ -121,6 +130,19 @@ class Relay:
         await self.sink.event(DONE)
         await self.sink.finish()
 
+    def _learn_id(self, payload: bytes) -> tuple[bytes, bytes]:
+        """The upstream's chunk id, read once from the first chunk; every chunk of one stream
+        carries the same, so later chunks are rewritten by a byte replace, without parsing."""
+        try:
+            upstream_id = json.loads(payload).get("id")
+        except (ValueError, AttributeError):
+            upstream_id = None
+        self._id_rename = (b"", b"")  # nothing to rename; never parsed again
+        if isinstance(upstream_id, str) and upstream_id != self.request_id:
+            new = json.dumps(self.request_id).encode()
+            self._id_rename = (json.dumps(upstream_id).encode(), new)
+        return self._id_rename
+
     def _take_usage(self, usage: object) -> None:
         if not isinstance(usage, dict):
             return
@@ -129,6 +151,17 @@ class Relay:
             self.reported_prompt = prompt
         if isinstance(completion, int):
             self.reported_completion = completion
+
+
+def _rename_field(payload: bytes, name: bytes, rename: tuple[bytes, bytes]) -> bytes:
+    """`"name": old` becomes `"name": new`, with or without the space after the colon; only
+    that field's value, so a tool call's own "id" or a text that mentions the model stays."""
+    old, new = rename
+    if not old:
+        return payload
+    key = b'"' + name + b'":'
+    payload = payload.replace(key + old, key + new)
+    return payload.replace(key + b" " + old, key + b" " + new)
 
 
 def upstream_body(req: CompletionRequest, upstream_model: str) -> dict[str, Any]:
