@@ -40,9 +40,7 @@ def queue_position(scheduler: Scheduler, job_id: str) -> QueuePosition | None:
     if entry is None or entry.lane is None:
         return None
     lane = entry.lane
-    running = sum(
-        s.in_flight for s in scheduler.backends.values() if lane.model in s.config.models
-    )
+    running = sum(s.in_flight for s in scheduler.backends.values() if lane.model in s.config.models)
     if entry.state != QUEUED:
         return QueuePosition(RUNNING_STATE, lane.model, lane.band, 0, running)
     own = lane.queue.ahead(entry)
