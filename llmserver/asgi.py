@@ -29,6 +29,7 @@ from llmserver.api.http import (  # noqa: E402
     ReadyConsumer,
     TextCompletionsConsumer,
 )
+from llmserver.api.requests import RequestStatusConsumer  # noqa: E402
 from llmserver.api.websocket import CompletionSocketConsumer  # noqa: E402
 from llmserver.dashboard import DashboardConsumer  # noqa: E402
 
@@ -36,6 +37,7 @@ http_routes = [
     path("v1/chat/completions", ChatCompletionsConsumer.as_asgi()),
     path("v1/completions", TextCompletionsConsumer.as_asgi()),
     path("v1/models", ModelsConsumer.as_asgi()),
+    path("v1/requests/<str:request_id>", RequestStatusConsumer.as_asgi()),
     path("metrics", MetricsConsumer.as_asgi()),
     path("healthz", HealthConsumer.as_asgi()),
     path("readyz", ReadyConsumer.as_asgi()),

@@ -22,6 +22,8 @@ from llmserver.runtime.usage import UsageDraft
 from scheduling import Job, Principal, job_cost
 from tenants.models import UsageStatus
 
+QUEUE_REPORT_SECONDS = 1.0
+
 
 def new_request_id() -> str:
     """The server's id for one request, in OpenAI's shape; used for the usage row, the backend
@@ -38,6 +40,8 @@ class Completion:
         self.relay = Relay(sink, req, self._headers, request_id)
         self.arrived = time.monotonic()
         self.dispatched_at: float | None = None
+        self.reporter: asyncio.Future[None] | None = None
+        self._reporting = asyncio.Lock()
         self.draft = UsageDraft(
             request_id=request_id,
             tenant_id=key.tenant_id,
@@ -55,19 +59,22 @@ class Completion:
     @property
     def started(self) -> bool:
         """Whether the client has had the first byte (an error can then only be an event)."""
-        return self.relay.started
+        return self.relay.opened
 
     async def run(self) -> None:
         gw, ticket = self.gw, None
         task = asyncio.current_task()
         assert task is not None
         gw.running.add(task)
+        gw.owners[self.request_id] = self.key.key_id
         try:
             if gw.draining:
                 raise shutting_down()
             admission = await admit(self.key, self.req, gw.routes())
             self.draft.band = admission.band
             ticket = submit(gw.scheduler, self._job(admission.band))
+            if self.req.stream or not self.relay.sink.needs_start:
+                self.reporter = asyncio.ensure_future(self._report_while_queued())
             started = lambda: self.relay.started  # noqa: E731
             await run_on_pool(gw.scheduler, ticket, admission.pool, self._forward, started)
             self.draft.status = UsageStatus.OK
@@ -75,7 +82,8 @@ class Completion:
             dispatched = ticket is not None and ticket.backend is not None
             self.draft.status = UsageStatus.ERROR if dispatched else UsageStatus.REJECTED
             self.draft.error_type = exc.code or exc.type
-            if not self.relay.started:
+            await self._stop_reporting()
+            if not self.relay.opened:
                 raise
             await self.relay.fail(exc)
         except asyncio.CancelledError:
@@ -85,7 +93,8 @@ class Completion:
             # The drain ran out of time: end this request cleanly instead of cutting it.
             self.draft.status = UsageStatus.ERROR
             self.draft.error_type = "shutting_down"
-            if not self.relay.started:
+            await self._stop_reporting()
+            if not self.relay.opened:
                 raise shutting_down() from None
             await self.relay.fail(shutting_down())
         except Exception:
@@ -93,7 +102,11 @@ class Completion:
             self.draft.error_type = "internal_error"
             raise
         finally:
+            if self.reporter is not None:
+                self.reporter.cancel()
             gw.running.discard(task)
+            gw.owners.pop(self.request_id, None)
+            self._observe_service_time()
             self._count_tokens()
             model_label = self.req.model if self.req.model in gw.routes() else "unknown"
             settle(self.draft, ticket, gw.scheduler, gw.settings, gw.metrics, gw.usage, model_label)
@@ -119,6 +132,30 @@ class Completion:
             max_concurrent=key.max_concurrent,
         )
 
+    async def _report_while_queued(self) -> None:
+        """Every QUEUE_REPORT_SECONDS while the job waits: its position and a wait estimate."""
+        gw = self.gw
+        while True:
+            await asyncio.sleep(QUEUE_REPORT_SECONDS)
+            where = gw.scheduler.position(self.request_id)
+            if where is None or where.state != "queued":
+                return
+            eta = gw.service_times.estimate(self.req.model, where.position, where.running)
+            async with self._reporting:
+                await self.relay.report_queued(where.position, eta)
+
+    async def _stop_reporting(self) -> None:
+        """Before anything else writes: a report being sent ends first (never cut in half)."""
+        if self.reporter is not None:
+            async with self._reporting:
+                self.reporter.cancel()
+            self.reporter = None
+
+    def _observe_service_time(self) -> None:
+        if self.dispatched_at is not None and self.draft.status == UsageStatus.OK:
+            elapsed = time.monotonic() - self.dispatched_at
+            self.gw.service_times.observe(self.req.model, elapsed)
+
     async def _forward(self, backend: str, upstream_model: str) -> None:
         self.dispatched_at = time.monotonic()
         self.draft.backend = backend
@@ -126,6 +163,7 @@ class Completion:
         self.gw.metrics.queue_wait.labels(str(self.draft.band)).observe(
             self.dispatched_at - self.arrived
         )
+        await self._stop_reporting()
         await self.relay.forward(self.gw.clients[backend], upstream_model, self.draft.band)
 
     def _headers(self) -> dict[str, str]:

@@ -26,16 +26,25 @@ _HAS_TEXT = re.compile(rb'"(?:content|text)": ?"[^"]')
 
 
 class Sink(Protocol):
-    """Where a completion goes: an HTTP response or a WebSocket."""
+    """Where a completion goes: an HTTP response or a WebSocket. `needs_start` says whether it
+    must `start()` (send headers) before it can tell the client anything, such as `queued`."""
+
+    needs_start: bool
 
     async def start(self, status: int, headers: dict[str, str], stream: bool) -> None: ...
+    async def queued(self, request_id: str, position: int, eta_s: float) -> None: ...
     async def event(self, payload: bytes) -> None: ...
     async def body(self, payload: bytes) -> None: ...
     async def finish(self) -> None: ...
 
 
 class Relay:
-    """Writes to `sink`; `on_start()` gives the response headers when the first byte goes out."""
+    """Writes to `sink`; `on_start()` gives the response headers when the first token goes out.
+
+    `opened`: the client has the headers (an error can then only be an event); `started`: it has
+    generated content too (a retry on another backend is then impossible). A queued stream is
+    opened early, to tell the client its place in the queue.
+    """
 
     def __init__(
         self,
@@ -47,6 +56,7 @@ class Relay:
         self.sink, self.req, self._on_start = sink, req, on_start
         self.request_id = request_id
         self._id_rename: tuple[bytes, bytes] | None = None
+        self.opened = False
         self.started = False
         self.text_events = 0
         self.reported_prompt: int | None = None
@@ -121,8 +131,19 @@ class Relay:
         await self.sink.event(payload)
 
     async def _start(self, stream: bool) -> None:
-        await self.sink.start(200, self._on_start(), stream=stream)
+        headers = self._on_start()
+        if not self.opened:
+            await self.sink.start(200, headers, stream=stream)
+            self.opened = True
         self.started = True
+
+    async def report_queued(self, position: int, eta_s: float) -> None:
+        """Tell a waiting client where it stands; a stream's headers go out first (without
+        X-Queue-Time-Ms, not known yet: a `: dispatched queue_time_ms=` comment follows)."""
+        if self.sink.needs_start and not self.opened:
+            await self.sink.start(200, {"x-request-id": self.request_id}, stream=True)
+            self.opened = True
+        await self.sink.queued(self.request_id, position, eta_s)
 
     async def fail(self, exc: ApiError) -> None:
         """After the first byte an error can only be one more event, then the end."""
