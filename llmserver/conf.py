@@ -35,6 +35,7 @@ class GatewaySettings:
     usage_batch_size: int = 500
     key_cache_seconds: float = 30.0
     drain_seconds: float = 30.0
+    access_log: bool = True
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GatewaySettings:

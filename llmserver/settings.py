@@ -146,6 +146,7 @@ LLMSERVER = {
     "USAGE_BATCH_SIZE": env_int("USAGE_BATCH_SIZE", 500, minimum=1),
     "KEY_CACHE_SECONDS": env_float("KEY_CACHE_SECONDS", 30.0, minimum=0.0),
     "DRAIN_SECONDS": env_float("DRAIN_SECONDS", 30.0, minimum=0.0),
+    "ACCESS_LOG": env_bool("ACCESS_LOG", True),
 }
 
 # The tenant self-service API: API-key auth only, JSON only, OpenAI-shaped errors.

@@ -12,10 +12,12 @@ from django.utils import timezone
 
 from llmserver.api.errors import ApiError, shutting_down
 from llmserver.api.validation import CompletionRequest
+from llmserver.backends.upstream import BackendError
 from llmserver.pipeline.accounting import settle
 from llmserver.pipeline.admission import admit
 from llmserver.pipeline.dispatch import run_on_pool, submit
 from llmserver.pipeline.relay import Relay, Sink
+from llmserver.runtime.access import access_log
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from llmserver.runtime.usage import UsageDraft
@@ -109,6 +111,9 @@ class Completion:
             self._observe_service_time()
             self._count_tokens()
             model_label = self.req.model if self.req.model in gw.routes() else "unknown"
+            elapsed = time.monotonic() - self.arrived
+            gw.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
+            access_log(self.draft, model_label, elapsed, gw.settings.access_log)
             settle(self.draft, ticket, gw.scheduler, gw.settings, gw.metrics, gw.usage, model_label)
 
     def _job(self, band: int) -> Job:
@@ -163,8 +168,16 @@ class Completion:
         self.gw.metrics.queue_wait.labels(str(self.draft.band)).observe(
             self.dispatched_at - self.arrived
         )
+        self.gw.metrics.tenant_queue_wait.labels(self.key.tenant_slug).observe(
+            self.dispatched_at - self.arrived
+        )
         await self._stop_reporting()
-        await self.relay.forward(self.gw.clients[backend], upstream_model, self.draft.band)
+        try:
+            await self.relay.forward(self.gw.clients[backend], upstream_model, self.draft.band)
+        except BackendError as exc:
+            kind = f"http_{exc.status // 100}xx" if exc.status else "transport"
+            self.gw.metrics.upstream_errors.labels(backend, kind).inc()
+            raise
 
     def _headers(self) -> dict[str, str]:
         """Sent with the first byte, which is also the first token."""

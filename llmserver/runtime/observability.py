@@ -52,8 +52,18 @@ class SnapshotCollector(Collector):
             "The backend's last scraped values.",
             labels=["backend", "name"],
         )
+        capacity = GaugeMetricFamily(
+            "llmserver_backend_max_in_flight", "Configured in-flight limit.", labels=["backend"]
+        )
+        stale = GaugeMetricFamily(
+            "llmserver_backend_stale",
+            "1 while the backend's scraped metrics are older than METRICS_STALE_AFTER.",
+            labels=["backend"],
+        )
         for b in snap.backends:
             in_flight.add_metric([b.name], b.in_flight)
+            capacity.add_metric([b.name], b.max_in_flight)
+            stale.add_metric([b.name], 1.0 if b.stale else 0.0)
             for g in b.gates:
                 gate.add_metric([b.name, str(g.band)], 1.0 if g.open else 0.0)
             if b.metrics is not None:
@@ -63,6 +73,8 @@ class SnapshotCollector(Collector):
                         scraped.add_metric([b.name, name], float(value))
         yield gate
         yield in_flight
+        yield capacity
+        yield stale
         yield scraped
         pending = GaugeMetricFamily(
             "llmserver_usage_pending", "Usage records waiting to be written."
@@ -98,6 +110,26 @@ class GatewayMetrics:
             "Time from arrival to the first streamed token.",
             ["band"],
             buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "llmserver_request_duration_seconds",
+            "Time from arrival to the last byte, by band and model (configured models only).",
+            ["band", "model"],
+            buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.tenant_queue_wait = Histogram(
+            "llmserver_tenant_queue_wait_seconds",
+            "Time from arrival to dispatch, by tenant (configured tenants only).",
+            ["tenant"],
+            buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.upstream_errors = Counter(
+            "llmserver_upstream_errors",
+            "Backend failures by backend and kind (http_4xx, http_5xx, transport).",
+            ["backend", "kind"],
             registry=self.registry,
         )
         self.tokens = Counter(
