@@ -23,9 +23,11 @@ install: $(STAMP)
 .dev-secret: | $(BIN)/python
 	$(BIN)/python -c "import secrets; print(secrets.token_urlsafe(48))" > $@
 
+# The ports are checked before anything is changed: a busy one stops here, naming it.
 run: $(STAMP) .dev-secret
+	@SECRET_KEY=$$(cat .dev-secret) $(BIN)/python manage.py rungateway --check-ports --host $(HOST) --port $(PORT) --simulator-port $(SIM_PORT)
 	SECRET_KEY=$$(cat .dev-secret) $(BIN)/python manage.py migrate --noinput
-	SECRET_KEY=$$(cat .dev-secret) $(BIN)/python manage.py demo --simulator-url http://$(HOST):$(SIM_PORT)
+	SECRET_KEY=$$(cat .dev-secret) $(BIN)/python manage.py demo --simulator-url http://$(HOST):$(SIM_PORT) --gateway-url http://$(HOST):$(PORT)
 	SECRET_KEY=$$(cat .dev-secret) $(BIN)/python manage.py rungateway --host $(HOST) --port $(PORT) --simulator-port $(SIM_PORT)
 
 lint: $(STAMP)
@@ -53,4 +55,4 @@ test: $(STAMP) lint browser
 	$(BIN)/python -m pytest
 
 clean:
-	rm -rf $(VENV) db.sqlite3
+	rm -rf $(VENV) db.sqlite3 .demo-keys.json

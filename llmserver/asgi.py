@@ -32,6 +32,7 @@ from llmserver.api.http import (  # noqa: E402
     ReadyConsumer,
     TextCompletionsConsumer,
 )
+from llmserver.api.requests import RequestStatusConsumer  # noqa: E402
 from llmserver.api.websocket import CompletionSocketConsumer  # noqa: E402
 from llmserver.dashboard import DashboardConsumer  # noqa: E402
 
@@ -39,6 +40,7 @@ http_routes = [
     path("v1/chat/completions", ChatCompletionsConsumer.as_asgi()),
     path("v1/completions", TextCompletionsConsumer.as_asgi()),
     path("v1/models", ModelsConsumer.as_asgi()),
+    path("v1/requests/<str:request_id>", RequestStatusConsumer.as_asgi()),
     # Model names may hold slashes ("meta-llama/Llama-3.1-8B").
     re_path(r"^v1/models/(?P<model>.+)$", ModelConsumer.as_asgi()),
     re_path(r"^v1/", NotFoundConsumer.as_asgi()),

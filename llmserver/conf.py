@@ -43,6 +43,7 @@ class GatewaySettings:
     client_idle_timeout: float = 60.0
     metrics_token: str = ""
     metrics_allow: tuple[str, ...] = ()
+    access_log: bool = True
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GatewaySettings:

@@ -151,6 +151,7 @@ LLMSERVER = {
     "CLIENT_IDLE_TIMEOUT": env_float("CLIENT_IDLE_TIMEOUT", 60.0, minimum=0.1),
     "METRICS_TOKEN": env_str("METRICS_TOKEN"),
     "METRICS_ALLOW": env_cidrs("METRICS_ALLOW"),
+    "ACCESS_LOG": env_bool("ACCESS_LOG", True),
 }
 
 # The tenant self-service API: API-key auth only, JSON only, OpenAI-shaped errors.

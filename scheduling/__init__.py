@@ -14,6 +14,7 @@ from scheduling.errors import JobCancelled, NoBackend, QueueFull, QueueTimeout, 
 from scheduling.gate import GateDecision, gate_open, is_saturated, is_usable
 from scheduling.jobs import BANDS, BATCH, INTERACTIVE, STANDARD, Dispatch, Job, Principal
 from scheduling.lanes import create_principal_queue
+from scheduling.position import QueuePosition, queue_position
 from scheduling.service import SchedulerService, Ticket
 from scheduling.snapshot import (
     BackendView,
@@ -42,6 +43,7 @@ __all__ = [
     "NoBackend",
     "Principal",
     "QueueFull",
+    "QueuePosition",
     "QueueTimeout",
     "QueueView",
     "Scheduler",
@@ -58,4 +60,5 @@ __all__ = [
     "is_saturated",
     "is_usable",
     "job_cost",
+    "queue_position",
 ]

@@ -53,5 +53,9 @@ class BandHeap:
         lane = self.peek()
         return None if lane is None else lane.service
 
+    def lanes(self) -> list[Lane]:
+        """The backlogged lanes now in the heap, in no order (read-only; for queue positions)."""
+        return [lane for _, token, lane in self._heap if lane.token == token and lane.live > 0]
+
     def __bool__(self) -> bool:
         return self.peek() is not None

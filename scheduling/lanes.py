@@ -45,6 +45,10 @@ class PrincipalQueue(Protocol):
 
     def pop(self) -> Entry: ...
 
+    def ahead(self, entry: Entry) -> int:
+        """How many of this queue's live entries go before `entry` (O(queue length))."""
+        ...
+
 
 class FifoQueue:
     """First come, first served."""
@@ -75,6 +79,15 @@ class FifoQueue:
         self._items.popleft()
         entry.where = None
         return entry
+
+    def ahead(self, entry: Entry) -> int:
+        count = 0
+        for item in self._items:
+            if item is entry:
+                return count
+            if item.where is self:
+                count += 1
+        return count
 
 
 _front = itertools.count(1)
@@ -110,6 +123,12 @@ class ShortestFirstQueue:
         heapq.heappop(self._heap)
         entry.where = None
         return entry
+
+    def ahead(self, entry: Entry) -> int:
+        mine = next(((k, s) for k, s, e in self._heap if e is entry), None)
+        if mine is None:
+            return 0
+        return sum(1 for k, s, e in self._heap if e.where is self and (k, s) < mine)
 
 
 POLICIES: dict[str, type[FifoQueue] | type[ShortestFirstQueue]] = {

@@ -17,6 +17,7 @@ from scheduling.config import BackendConfig, SchedulerConfig
 from scheduling.core import Scheduler, Step
 from scheduling.errors import JobCancelled, QueueTimeout
 from scheduling.jobs import Job
+from scheduling.position import QueuePosition, queue_position
 from scheduling.snapshot import SchedulerSnapshot, build_snapshot
 
 
@@ -160,6 +161,10 @@ class SchedulerService:
     ) -> None:
         self.core.configure(config, backends)
         self._poke()
+
+    def position(self, job_id: str) -> QueuePosition | None:
+        """Where a job stands (queued: jobs before it in its band and pool), or None if done."""
+        return queue_position(self.core, job_id)
 
     def snapshot(self) -> SchedulerSnapshot:
         return build_snapshot(self.core, self.clock())

@@ -87,7 +87,7 @@ class ApiKeyAdmin(admin.ModelAdmin[Any]):
         "name",
         "app_type",
         "tier_override",
-        "revoked",
+        "active",
         "expires_at",
         "last_used_at",
     ]
@@ -106,6 +106,12 @@ class ApiKeyAdmin(admin.ModelAdmin[Any]):
                 f"The new key is {secret} . Copy it now: it is not stored and not shown again.",
             )
         super().save_model(request, obj, form, change)
+
+    @admin.display(boolean=True, description="active", ordering="revoked")
+    def active(self, obj: ApiKey) -> bool:
+        """A green tick for a key in use, a red cross for a revoked one: "revoked" as a boolean
+        column showed a red cross for every key that was fine."""
+        return not obj.revoked
 
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:

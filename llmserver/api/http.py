@@ -90,6 +90,8 @@ class JsonHttpConsumer(AsyncHttpConsumer):
 class CompletionSink:
     """Writes a completion to the HTTP response: SSE events, or one JSON body."""
 
+    needs_start = True
+
     def __init__(self, consumer: AsyncHttpConsumer) -> None:
         self.consumer = consumer
 
@@ -99,6 +101,11 @@ class CompletionSink:
 
     async def event(self, payload: bytes) -> None:
         await self.consumer.send_body(frame(payload), more_body=True)
+
+    async def queued(self, request_id: str, position: int, eta_s: float) -> None:
+        """An SSE comment line: OpenAI's SDKs skip those, raw clients can read it."""
+        line = f": queued position={position} eta_s={eta_s:.1f}\n\n"
+        await self.consumer.send_body(line.encode(), more_body=True)
 
     async def body(self, payload: bytes) -> None:
         await self.consumer.send_body(payload, more_body=True)
@@ -181,6 +188,9 @@ class CompletionsConsumer(JsonHttpConsumer):
             log.exception("request %s failed", request_id)
             if completion is None or not completion.started:
                 await self.send_error(internal_error(), request_id)
+            else:  # the response has begun: end it as a stream ends, error event and [DONE]
+                with contextlib.suppress(Exception):
+                    await completion.relay.fail(internal_error())
 
 
 class ChatCompletionsConsumer(CompletionsConsumer):

@@ -29,8 +29,24 @@ MAX_OPEN_REQUESTS = 8
 
 
 class SocketSink:
+    needs_start = False
+
     def __init__(self, consumer: CompletionSocketConsumer, request_id: str) -> None:
         self.consumer, self.id = consumer, json.dumps(request_id)
+
+    async def queued(self, request_id: str, position: int, eta_s: float) -> None:
+        """`id` names the request on this socket; `request_id` is the server's id for it."""
+        await self.consumer.send(
+            text_data=json.dumps(
+                {
+                    "type": "queued",
+                    "id": json.loads(self.id),
+                    "request_id": request_id,
+                    "position": position,
+                    "eta_s": round(eta_s, 1),
+                }
+            )
+        )
 
     async def start(self, status: int, headers: dict[str, str], stream: bool) -> None:
         await self.consumer.send(

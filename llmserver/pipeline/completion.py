@@ -12,15 +12,19 @@ from django.utils import timezone
 
 from llmserver.api.errors import ApiError, shutting_down
 from llmserver.api.validation import CompletionRequest
+from llmserver.backends.upstream import BackendError
 from llmserver.pipeline.accounting import charge, settle
 from llmserver.pipeline.admission import admit
 from llmserver.pipeline.dispatch import run_on_pool, submit
 from llmserver.pipeline.relay import Relay, Sink
+from llmserver.runtime.access import access_log
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from llmserver.runtime.usage import UsageDraft
 from scheduling import Job, Principal
 from tenants.models import UsageStatus
+
+QUEUE_REPORT_SECONDS = 1.0
 
 
 def new_request_id() -> str:
@@ -35,9 +39,11 @@ class Completion:
         self, gw: Gateway, key: KeyInfo, req: CompletionRequest, sink: Sink, request_id: str
     ) -> None:
         self.gw, self.key, self.req, self.request_id = gw, key, req, request_id
-        self.relay = Relay(sink, req, self._headers)
+        self.relay = Relay(sink, req, self._headers, request_id)
         self.arrived = time.monotonic()
         self.dispatched_at: float | None = None
+        self.reporter: asyncio.Future[None] | None = None
+        self._reporting = asyncio.Lock()
         self.draft = UsageDraft(
             request_id=request_id,
             tenant_id=key.tenant_id,
@@ -55,13 +61,14 @@ class Completion:
     @property
     def started(self) -> bool:
         """Whether the client has had the first byte (an error can then only be an event)."""
-        return self.relay.started
+        return self.relay.opened
 
     async def run(self) -> None:
         gw, ticket = self.gw, None
         task = asyncio.current_task()
         assert task is not None
         gw.running.add(task)
+        gw.owners[self.request_id] = self.key.key_id
         try:
             if gw.draining:
                 raise shutting_down()
@@ -70,6 +77,8 @@ class Completion:
             )
             self.draft.band = admission.band
             ticket = submit(gw.scheduler, self._job(admission.band))
+            if self.req.stream or not self.relay.sink.needs_start:
+                self.reporter = asyncio.ensure_future(self._report_while_queued())
             started = lambda: self.relay.started  # noqa: E731
             await run_on_pool(gw.scheduler, ticket, admission.pool, self._forward, started)
             self.draft.status = UsageStatus.OK
@@ -77,7 +86,8 @@ class Completion:
             dispatched = ticket is not None and ticket.backend is not None
             self.draft.status = UsageStatus.ERROR if dispatched else UsageStatus.REJECTED
             self.draft.error_type = exc.code or exc.type
-            if not self.relay.started:
+            await self._stop_reporting()
+            if not self.relay.opened:
                 raise
             await self.relay.fail(exc)
         except asyncio.CancelledError:
@@ -87,7 +97,8 @@ class Completion:
             # The drain ran out of time: end this request cleanly instead of cutting it.
             self.draft.status = UsageStatus.ERROR
             self.draft.error_type = "shutting_down"
-            if not self.relay.started:
+            await self._stop_reporting()
+            if not self.relay.opened:
                 raise shutting_down() from None
             await self.relay.fail(shutting_down())
         except Exception:
@@ -95,9 +106,16 @@ class Completion:
             self.draft.error_type = "internal_error"
             raise
         finally:
+            if self.reporter is not None:
+                self.reporter.cancel()
             gw.running.discard(task)
+            gw.owners.pop(self.request_id, None)
+            self._observe_service_time()
             self._count_tokens()
             model_label = self.req.model if self.req.model in gw.routes() else "unknown"
+            elapsed = time.monotonic() - self.arrived
+            gw.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
+            access_log(self.draft, model_label, elapsed, gw.settings.access_log)
             settle(
                 self.draft,
                 ticket,
@@ -127,6 +145,30 @@ class Completion:
             max_concurrent=key.max_concurrent,
         )
 
+    async def _report_while_queued(self) -> None:
+        """Every QUEUE_REPORT_SECONDS while the job waits: its position and a wait estimate."""
+        gw = self.gw
+        while True:
+            await asyncio.sleep(QUEUE_REPORT_SECONDS)
+            where = gw.scheduler.position(self.request_id)
+            if where is None or where.state != "queued":
+                return
+            eta = gw.service_times.estimate(self.req.model, where.position, where.running)
+            async with self._reporting:
+                await self.relay.report_queued(where.position, eta)
+
+    async def _stop_reporting(self) -> None:
+        """Before anything else writes: a report being sent ends first (never cut in half)."""
+        if self.reporter is not None:
+            async with self._reporting:
+                self.reporter.cancel()
+            self.reporter = None
+
+    def _observe_service_time(self) -> None:
+        if self.dispatched_at is not None and self.draft.status == UsageStatus.OK:
+            elapsed = time.monotonic() - self.dispatched_at
+            self.gw.service_times.observe(self.req.model, elapsed)
+
     async def _forward(self, backend: str, upstream_model: str, priority: int) -> None:
         self.dispatched_at = time.monotonic()
         self.draft.backend = backend
@@ -134,7 +176,16 @@ class Completion:
         self.gw.metrics.queue_wait.labels(str(self.draft.band)).observe(
             self.dispatched_at - self.arrived
         )
-        await self.relay.forward(self.gw.clients[backend], upstream_model, priority)
+        self.gw.metrics.tenant_queue_wait.labels(self.key.tenant_slug).observe(
+            self.dispatched_at - self.arrived
+        )
+        await self._stop_reporting()
+        try:
+            await self.relay.forward(self.gw.clients[backend], upstream_model, priority)
+        except BackendError as exc:
+            kind = f"http_{exc.status // 100}xx" if exc.status else "transport"
+            self.gw.metrics.upstream_errors.labels(backend, kind).inc()
+            raise
 
     def _headers(self) -> dict[str, str]:
         """Sent with the first byte, which is also the first token."""

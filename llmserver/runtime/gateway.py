@@ -20,6 +20,7 @@ from llmserver.backends.upstream import UpstreamClient
 from llmserver.conf import GatewaySettings, gateway_settings
 from llmserver.runtime.config import GatewayConfig, load_gateway_config
 from llmserver.runtime.db import run_db
+from llmserver.runtime.eta import ServiceTimes
 from llmserver.runtime.keys import KeyCache, unusable_key_ids
 from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.reservations import Reservations
@@ -55,6 +56,9 @@ class Gateway:
         self.draining = False
         self.stopping = False
         self.running: set[asyncio.Task[None]] = set()
+        # Live requests' ids -> the API key that sent them: for GET /v1/requests/{id}.
+        self.owners: dict[str, int] = {}
+        self.service_times = ServiceTimes()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started = False
 

@@ -57,10 +57,20 @@ class SnapshotCollector(Collector):
             "Requests the backend runs at once (configured or learned).",
             labels=["backend"],
         )
+        max_in_flight = GaugeMetricFamily(
+            "llmserver_backend_max_in_flight", "Configured in-flight limit.", labels=["backend"]
+        )
+        stale = GaugeMetricFamily(
+            "llmserver_backend_stale",
+            "1 while the backend's scraped metrics are older than METRICS_STALE_AFTER.",
+            labels=["backend"],
+        )
         for b in snap.backends:
             in_flight.add_metric([b.name], b.in_flight)
             if b.capacity is not None:
                 capacity.add_metric([b.name], b.capacity)
+            max_in_flight.add_metric([b.name], b.max_in_flight)
+            stale.add_metric([b.name], 1.0 if b.stale else 0.0)
             for g in b.gates:
                 gate.add_metric([b.name, str(g.band)], 1.0 if g.open else 0.0)
             if b.metrics is not None:
@@ -71,6 +81,8 @@ class SnapshotCollector(Collector):
         yield gate
         yield in_flight
         yield capacity
+        yield max_in_flight
+        yield stale
         yield scraped
         pending = GaugeMetricFamily(
             "llmserver_usage_pending", "Usage records waiting to be written."
@@ -106,6 +118,26 @@ class GatewayMetrics:
             "Time from arrival to the first streamed token.",
             ["band"],
             buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "llmserver_request_duration_seconds",
+            "Time from arrival to the last byte, by band and model (configured models only).",
+            ["band", "model"],
+            buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.tenant_queue_wait = Histogram(
+            "llmserver_tenant_queue_wait_seconds",
+            "Time from arrival to dispatch, by tenant (configured tenants only).",
+            ["tenant"],
+            buckets=_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.upstream_errors = Counter(
+            "llmserver_upstream_errors",
+            "Backend failures by backend and kind (http_4xx, http_5xx, transport).",
+            ["backend", "kind"],
             registry=self.registry,
         )
         self.tokens = Counter(

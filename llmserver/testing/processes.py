@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -130,7 +131,13 @@ def start_gateway(
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)
     manage(env, "migrate", "--noinput", "-v0")
-    demo = json.loads(manage(env, "demo", "--json", "--simulator-url", simulator_url))
+    # The demo's secrets go to a private file, never to the developer's `.demo-keys.json`.
+    keys_file = Path(tempfile.mkdtemp(prefix="llmserver-demo-")) / "keys.json"
+    demo = json.loads(
+        manage(
+            env, "demo", "--json", "--simulator-url", simulator_url, "--keys-file", str(keys_file)
+        )
+    )
     port = free_port()
     if rungateway:
         command = [sys.executable, "manage.py", "rungateway", "--host", "127.0.0.1"]

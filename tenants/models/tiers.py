@@ -37,22 +37,25 @@ class Tier(models.Model):
         null=True,
         blank=True,
         default=3,
-        help_text="Dispatch only while the backend's waiting queue is below this; 0 or 1: only "
-        "while it is empty (the article: 3 for interactive, 0 for batch). Blank: no limit.",
+        help_text="Send this tier's requests to a backend only while fewer than this many "
+        "requests wait inside it; 0 or 1: only while none wait. Low for batch (0: it never "
+        "delays anyone), higher for interactive (3). Blank: no limit.",
     )
     gate_max_tpot_ms = models.FloatField(
         null=True,
         blank=True,
         default=150.0,
         validators=[MinValueValidator(0.0)],
-        help_text="Dispatch only while time per output token (last window) is below this.",
+        help_text="Send requests only while the backend's time per output token (its recent "
+        "average, in ms) is below this: above it, users already see slow typing. Blank: no limit.",
     )
     gate_max_kv_cache_usage = models.FloatField(
         null=True,
         blank=True,
         default=0.95,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
-        help_text="Dispatch only while the backend's KV-cache usage (0..1) is below this.",
+        help_text="Send requests only while the backend's KV-cache (GPU memory for running "
+        "requests, 0 to 1) is below this full: near 1 it starts evicting work. Blank: no limit.",
     )
     over_budget = models.CharField(
         max_length=8, choices=OverBudget.choices, default=OverBudget.REJECT

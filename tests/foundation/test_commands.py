@@ -82,16 +82,50 @@ def test_add_backend_refuses_a_bad_url(db):
         run("add_backend", "gpu1", "ftp://x")
 
 
-def test_demo_prints_working_keys_and_can_run_twice(db):
-    first = json.loads(run("demo", "--json"))
-    second = json.loads(run("demo", "--json"))
+def test_demo_run_twice_prints_the_same_working_keys_and_admin_password(db, tmp_path):
+    keys_file = str(tmp_path / "keys.json")
+    first = json.loads(run("demo", "--json", "--keys-file", keys_file))
+    second = json.loads(run("demo", "--json", "--keys-file", keys_file))
+    assert second == first
     assert Tier.objects.count() == 3
     assert ApiKey.objects.filter(tenant__slug="demo").count() == 3
-    assert all(ApiKey.objects.for_key(k["key"]) is None for k in first["keys"])
     keys = {k["user"]: ApiKey.objects.for_key(k["key"]) for k in second["keys"]}
     assert keys["alice"].band == 0 and keys["nightly-eval"].band == 2
     assert ModelRoute.objects.get(public_name=second["model"]).backend.name == "simulator"
+    from django.contrib.auth import get_user_model
+
+    assert get_user_model().objects.get(username="admin").check_password(first["admin_password"])
 
 
-def test_demo_prints_a_curl_line(db):
-    assert "curl -N http://127.0.0.1:8000/v1/chat/completions" in run("demo")
+def test_demo_reset_makes_new_keys_and_revokes_the_old(db, tmp_path):
+    keys_file = str(tmp_path / "keys.json")
+    first = json.loads(run("demo", "--json", "--keys-file", keys_file))
+    reset = json.loads(run("demo", "--json", "--keys-file", keys_file, "--reset"))
+    assert reset["admin_password"] != first["admin_password"]
+    assert all(ApiKey.objects.for_key(k["key"]) is None for k in first["keys"])
+    assert all(ApiKey.objects.for_key(k["key"]) is not None for k in reset["keys"])
+    assert json.loads(run("demo", "--json", "--keys-file", keys_file)) == reset
+
+
+def test_demo_makes_new_keys_when_the_stored_ones_no_longer_work(db, tmp_path):
+    keys_file = tmp_path / "keys.json"
+    first = json.loads(run("demo", "--json", "--keys-file", str(keys_file)))
+    ApiKey.objects.filter(tenant__slug="demo").delete()
+    second = json.loads(run("demo", "--json", "--keys-file", str(keys_file)))
+    assert second["keys"] != first["keys"]
+    assert all(ApiKey.objects.for_key(k["key"]) is not None for k in second["keys"])
+    assert oct(keys_file.stat().st_mode & 0o777) == "0o600"
+
+
+def test_demo_prints_a_curl_line(db, tmp_path):
+    out = run("demo", "--keys-file", str(tmp_path / "k.json"))
+    assert "curl -N http://127.0.0.1:8000/v1/chat/completions" in out
+
+
+def test_demo_prints_the_gateway_url_it_is_given(db, tmp_path):
+    out = run(
+        "demo", "--keys-file", str(tmp_path / "k.json"), "--gateway-url", "http://127.0.0.1:19200"
+    )
+    assert "http://127.0.0.1:19200/admin/" in out
+    assert "curl -N http://127.0.0.1:19200/v1/chat/completions" in out
+    assert ":8000" not in out

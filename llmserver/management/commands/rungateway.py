@@ -1,6 +1,7 @@
 """Run the gateway under daphne, optionally with the built-in backend simulator beside it.
 
-`make run` uses this: the simulator starts as a child process (stopped when the gateway stops),
+`make run` uses this: first with `--check-ports` (a busy port fails before the demo is touched),
+then to serve. The simulator starts as a child process (stopped when the gateway stops),
 through the simulator's one launcher, then daphne serves `llmserver.asgi:application` in this process.
 """
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from llmserver.runtime.ports import PortBusy, ensure_free
 from simulator.launcher import start_simulator
 
 
@@ -25,8 +27,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--simulator-args", default="--max-num-seqs 16", help="Extra simulator flags."
         )
+        parser.add_argument(
+            "--check-ports",
+            action="store_true",
+            help="Only check that the ports are free (exit 1 naming a busy one), then exit.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        ports = {"gateway": (options["port"], "PORT")}
+        if options["simulator_port"]:
+            ports["simulator"] = (options["simulator_port"], "SIM_PORT")
+        try:
+            ensure_free(options["host"], ports)
+        except PortBusy as exc:
+            raise CommandError(str(exc)) from None
+        if options["check_ports"]:
+            return
         simulator = None
         if options["simulator_port"]:
             host, port = options["host"], options["simulator_port"]

@@ -1,76 +1,22 @@
 """Load the demo: three tiers, a demo tenant with keys, prices, and a route to the simulator.
 
-Idempotent: tiers, tenant, prices and backend are updated in place; the demo keys are replaced
-(their secrets are never stored, so the only way to print them again is to make new ones).
+Idempotent: tiers, tenant, prices and backend are updated in place. The demo keys and the admin
+password are made once and kept in a git-ignored local file (`.demo-keys.json`, owner-only), so
+every later run prints the same working ones; `--reset` makes new ones and revokes the old keys.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
-from datetime import UTC, datetime
-from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
-from tenants.models import ApiKey, AppType, Backend, Band, CostRule, ModelRoute, Tenant, Tier
-
-DEMO_MODEL = "demo-llama"
-DEMO_KEY_NAME = "demo"
-TIERS = {
-    "interactive": dict(
-        band=Band.INTERACTIVE,
-        weight=1.0,
-        max_concurrent_per_user=4,
-        max_queued_per_user=64,
-        queue_timeout_seconds=60.0,
-        gate_max_waiting=3,
-        gate_max_tpot_ms=150.0,
-        gate_max_kv_cache_usage=0.95,
-    ),
-    "standard": dict(
-        band=Band.STANDARD,
-        weight=1.0,
-        max_concurrent_per_user=8,
-        max_queued_per_user=256,
-        queue_timeout_seconds=300.0,
-        gate_max_waiting=2,
-        gate_max_tpot_ms=150.0,
-        gate_max_kv_cache_usage=0.9,
-    ),
-    "batch": dict(
-        band=Band.BATCH,
-        weight=1.0,
-        max_concurrent_per_user=64,
-        max_queued_per_user=10_000,
-        queue_timeout_seconds=3600.0,
-        gate_max_waiting=0,
-        gate_max_tpot_ms=150.0,
-        gate_max_kv_cache_usage=0.85,
-    ),
-}
-# (user, app type, tier override)
-KEYS = [
-    ("alice", AppType.CHAT, None),
-    ("bob", AppType.CHAT, None),
-    ("nightly-eval", AppType.BATCH, "batch"),
-]
-
-
-def _reset_demo_admin() -> str:
-    """A staff login for the demo; a fresh random password each time, printed, never fixed."""
-    from django.contrib.auth import get_user_model
-
-    password = secrets.token_urlsafe(12)
-    user, _ = get_user_model().objects.get_or_create(
-        username="admin", defaults={"email": "admin@localhost"}
-    )
-    user.is_staff = user.is_superuser = True
-    user.set_password(password)
-    user.save()
-    return password
+from tenants.demo import keystore
+from tenants.demo.credentials import ADMIN_USERNAME, demo_admin_password, demo_keys
+from tenants.demo.data import DEMO_MODEL, load_demo
 
 
 class Command(BaseCommand):
@@ -78,79 +24,64 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--simulator-url", default="http://127.0.0.1:8100")
-        parser.add_argument("--gateway-url", default="http://127.0.0.1:8000")
+        parser.add_argument(
+            "--gateway-url",
+            default="http://127.0.0.1:8000",
+            help="Where the gateway will listen, for the printed admin and curl lines.",
+        )
         parser.add_argument("--json", action="store_true")
         parser.add_argument(
-            "--no-admin", action="store_true", help="Do not (re)set the demo admin's password."
+            "--reset", action="store_true", help="New keys and admin password; old keys revoked."
+        )
+        parser.add_argument(
+            "--keys-file",
+            type=Path,
+            default=None,
+            help=f"Where the demo secrets are kept (default: {keystore.DEFAULT_FILE_NAME}).",
+        )
+        parser.add_argument(
+            "--no-admin", action="store_true", help="Do not create or print the demo admin."
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        path: Path = options["keys_file"] or keystore.default_path()
+        stored = keystore.load(path)
+        reset = options["reset"]
         with transaction.atomic():
-            tiers = {
-                name: Tier.objects.update_or_create(name=name, defaults=values)[0]
-                for name, values in TIERS.items()
-            }
-            tenant, _ = Tenant.objects.update_or_create(
-                slug="demo",
-                defaults={
-                    "name": "Demo Org",
-                    "default_tier": tiers["interactive"],
-                    "is_active": True,
-                },
-            )
-            CostRule.objects.update_or_create(
-                model=DEMO_MODEL,
-                effective_from=datetime(2025, 1, 1, tzinfo=UTC),
-                defaults={
-                    "input_per_million": Decimal("0.20"),
-                    "output_per_million": Decimal("0.80"),
-                },
-            )
-            backend, _ = Backend.objects.update_or_create(
-                name="simulator",
-                defaults={
-                    "base_url": options["simulator_url"],
-                    "kind": "vllm",
-                    "metrics_url": "",
-                    "enabled": True,
-                    "max_in_flight": 64,
-                },
-            )
-            ModelRoute.objects.update_or_create(
-                public_name=DEMO_MODEL, backend=backend, defaults={"upstream_model": DEMO_MODEL}
-            )
-            ApiKey.objects.filter(tenant=tenant, name=DEMO_KEY_NAME).delete()
-            keys = []
-            for user, app_type, tier_name in KEYS:
-                key, secret = ApiKey.objects.create_key(
-                    tenant=tenant,
-                    user=user,
-                    name=DEMO_KEY_NAME,
-                    app_type=app_type,
-                    tier_override=tiers[tier_name] if tier_name else None,
-                )
-                keys.append(
-                    {"user": user, "app_type": app_type, "tier": key.tier.name, "key": secret}
-                )
-        admin_password = None if options["no_admin"] else _reset_demo_admin()
+            tenant, tiers = load_demo(options["simulator_url"])
+            keys = demo_keys(tenant, tiers, stored.keys, reset)
+            password = None
+            if not options["no_admin"]:
+                password = demo_admin_password(stored.admin_password, reset)
+        keystore.save(
+            path, keystore.DemoSecrets(keys=keys, admin_password=password or stored.admin_password)
+        )
         if options["json"]:
+            payload = {"model": DEMO_MODEL, "keys": keys, "admin_password": password}
+            self.stdout.write(json.dumps(payload))
+        else:
+            self._print(keys, password, options["gateway_url"].rstrip("/"), options)
+
+    def _print(
+        self, keys: list[dict[str, str]], password: str | None, gateway: str, options: Any
+    ) -> None:
+        if password:
             self.stdout.write(
-                json.dumps({"model": DEMO_MODEL, "keys": keys, "admin_password": admin_password})
-            )
-            return
-        if admin_password:
-            self.stdout.write(
-                f"Admin: {options['gateway_url']}/admin/  user 'admin', password {admin_password}"
+                f"Admin: {gateway}/admin/  user {ADMIN_USERNAME!r}, password {password}"
             )
         self.stdout.write(
             f"Demo tenant 'demo', model {DEMO_MODEL!r} on {options['simulator_url']}."
         )
         for entry in keys:
             self.stdout.write(f"  {entry['user']:<13} {entry['tier']:<12} {entry['key']}")
+        self.stdout.write(
+            f"(kept in {options['keys_file'] or keystore.DEFAULT_FILE_NAME}; "
+            "`manage.py demo --reset` makes new ones)"
+        )
         first = keys[0]["key"]
         self.stdout.write("Try it:")
         self.stdout.write(
-            f"  curl -N {options['gateway_url']}/v1/chat/completions -H 'Authorization: Bearer {first}'"
+            f"  curl -N {gateway}/v1/chat/completions -H 'Authorization: Bearer {first}'"
             f' -H \'Content-Type: application/json\' -d \'{{"model": "{DEMO_MODEL}", "stream": true,'
             ' "messages": [{"role": "user", "content": "Hello"}]}\''
         )

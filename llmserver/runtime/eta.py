@@ -1,0 +1,25 @@
+"""How long a queued request will wait, roughly: for the queue-position reports and the status
+endpoint. An estimate from what was observed, never a promise.
+
+Per model, an exponentially weighted mean of how long a request holds its slot (dispatch to
+end). A job with `position` jobs before it, while `running` jobs hold the pool's slots, waits
+about (position + 1) / running of those durations: that many slots have to come free first.
+"""
+
+from __future__ import annotations
+
+DEFAULT_SECONDS = 1.0  # before anything was observed
+ALPHA = 0.2
+
+
+class ServiceTimes:
+    def __init__(self) -> None:
+        self._mean: dict[str, float] = {}
+
+    def observe(self, model: str, seconds: float) -> None:
+        old = self._mean.get(model)
+        self._mean[model] = seconds if old is None else old + ALPHA * (seconds - old)
+
+    def estimate(self, model: str, position: int, running: int) -> float:
+        mean = self._mean.get(model, DEFAULT_SECONDS)
+        return (position + 1) * mean / max(running, 1)
