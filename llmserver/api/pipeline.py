@@ -271,7 +271,9 @@ class Completion:
         body = self._upstream_body(upstream_model)
         path = PATHS[self.req.kind]
         if not self.req.stream:
-            _status, data = await client.complete(path, body, priority=self.band)
+            _status, data = await client.complete(
+                path, body, priority=self.band, request_id=self.request_id
+            )
             self._first_token()
             usage = data.get("usage") if isinstance(data, dict) else None
             self._take_usage(usage)
@@ -287,7 +289,7 @@ class Completion:
             rename = (json.dumps(upstream_model).encode(), json.dumps(self.req.model).encode())
         splitter = EventSplitter()
         async with contextlib.aclosing(
-            client.stream_chat(path, body, priority=self.band)
+            client.stream_chat(path, body, priority=self.band, request_id=self.request_id)
         ) as chunks:
             async for chunk in chunks:
                 await self._relay(splitter.feed(chunk), rename)

@@ -106,6 +106,8 @@ class Gateway:
                 max_connections=conf["UPSTREAM_MAX_CONNECTIONS"],
                 connect_timeout=conf["UPSTREAM_CONNECT_TIMEOUT"],
                 read_timeout=conf["UPSTREAM_READ_TIMEOUT"],
+                keepalive_expiry=conf["UPSTREAM_KEEPALIVE_EXPIRY"],
+                name=name,
             )
             self.clients[name] = client
             if spec.metrics_url:
