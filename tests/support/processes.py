@@ -145,9 +145,11 @@ def start_gateway(
     *,
     daphne_args: Sequence[str] = (),
     quiet: bool = False,
+    setup: Sequence[Sequence[str]] = (),
 ) -> Gateway:
     """Migrate, load the demo and serve with daphne; `quiet` drops daphne's stdout (the access
-    log at daphne's default verbosity), `daphne_args` are added to its command line."""
+    log at daphne's default verbosity), `daphne_args` are added to its command line, `setup`
+    are manage.py commands run after the demo and before serving (e.g. `add_backend`)."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -163,6 +165,8 @@ def start_gateway(
             [sys.executable, "manage.py", "demo", "--json", "--simulator-url", simulator_url], **run
         ).stdout
     )
+    for command in setup:
+        subprocess.run([sys.executable, "manage.py", *command], **run)
     port = free_port()
     process = subprocess.Popen(
         [
