@@ -82,4 +82,4 @@ def usage_rows(gateway: Gateway, user: str) -> list[dict[str, object]]:
         f"UsageRecord.objects.filter(user={user!r}).order_by('id').values("
         "'request_id', 'status', 'prompt_tokens', 'completion_tokens'))))",
     )
-    return list(json.loads(out))
+    return list(json.loads(out.strip().splitlines()[-1]))  # after the shell's banner
