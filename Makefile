@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 SIM_PORT ?= 8100
 
-.PHONY: run test lint format install clean browser bench
+.PHONY: run test lint format install clean browser bench realengine
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -53,6 +53,14 @@ browser:
 
 test: $(STAMP) lint browser
 	$(BIN)/python -m pytest
+
+# The gateway in front of a real engine: llama.cpp's llama-server (built from the pinned
+# llama-cpp-python sdist) with Gemma 3 270M, both cached under ${XDG_CACHE_HOME:-~/.cache}/llm-server
+# and reused; a fresh machine pays about six minutes of build once.
+realengine: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,realengine]'
+	$(BIN)/python -m tests.realengine.prepare
+	$(BIN)/python -m pytest -m realengine tests/realengine
 
 clean:
 	rm -rf $(VENV) db.sqlite3 .demo-keys.json

@@ -28,6 +28,7 @@ class GatewaySettings:
     upstream_connect_timeout: float = 5.0
     upstream_read_timeout: float = 600.0
     upstream_max_connections: int = 1024
+    upstream_keepalive_expiry: float = 4.0
     max_body_bytes: int = 1_048_576
     max_tokens_limit: int = 32768
     default_max_tokens: int = 256

@@ -140,6 +140,8 @@ LLMSERVER = {
     "UPSTREAM_CONNECT_TIMEOUT": env_float("UPSTREAM_CONNECT_TIMEOUT", 5.0, minimum=0.1),
     "UPSTREAM_READ_TIMEOUT": env_float("UPSTREAM_READ_TIMEOUT", 600.0, minimum=1.0),
     "UPSTREAM_MAX_CONNECTIONS": env_int("UPSTREAM_MAX_CONNECTIONS", 1024, minimum=1),
+    # Below every backend's own idle timeout (llama-server: 5 s), so we never reuse a dying socket.
+    "UPSTREAM_KEEPALIVE_EXPIRY": env_float("UPSTREAM_KEEPALIVE_EXPIRY", 4.0, minimum=0.0),
     "MAX_BODY_BYTES": env_int("MAX_BODY_BYTES", 1_048_576, minimum=1024),
     "MAX_TOKENS_LIMIT": env_int("MAX_TOKENS_LIMIT", 32768, minimum=1),
     "DEFAULT_MAX_TOKENS": env_int("DEFAULT_MAX_TOKENS", 256, minimum=1),

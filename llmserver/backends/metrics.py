@@ -2,8 +2,9 @@
 
 Parsing uses prometheus-client's text parser. Gauges are summed over label sets (engines, ranks).
 Time per output token and time to first token are means over the last scrape window, from the
-deltas of the histogram's sum and count between two scrapes, never the all-time mean; a window
-with no new observations gives None (no evidence of slowness).
+deltas of the histogram's sum and count between two scrapes (or of a seconds counter and a tokens
+counter, for llama.cpp), never the all-time mean; a window with no new observations gives None
+(no evidence of slowness).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class KindNames:
     tpot: tuple[str, ...]  # histogram base names
     ttft: tuple[str, ...]
     kv_used_over_total: tuple[str, str] | None = None
+    # TPOT from two counters, (seconds, tokens), where there is no latency histogram.
+    tpot_counters: tuple[str, str] | None = None
 
 
 NAMES = {
@@ -57,6 +60,21 @@ NAMES = {
         kv_usage=("sglang:token_usage",),
         tpot=("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
         ttft=("sglang:time_to_first_token_seconds",),
+    ),
+    # llama.cpp (tools/server/server-task.cpp, to_metrics): deferred = tasks waiting for a free
+    # slot, processing = busy slots. Its `predicted_tokens_seconds` gauge is reset by every scrape
+    # (any scraper's), so TPOT comes from the cumulative counters instead; they grow when a
+    # request finishes (server-context.cpp, metrics_on_prediction on slot reset).
+    "llamacpp": KindNames(
+        waiting=("llamacpp:requests_deferred",),
+        running=("llamacpp:requests_processing",),
+        kv_usage=(),
+        tpot=(),
+        ttft=(),
+        tpot_counters=(
+            "llamacpp:tokens_predicted_seconds_total",
+            "llamacpp:tokens_predicted_total",
+        ),
     ),
 }
 
@@ -122,6 +140,9 @@ class MetricsReader:
             used, total = (values.get(name) for name in n.kv_used_over_total)
             kv = used / total if used is not None and total else None
         tpot, ttft = _histogram(values, n.tpot), _histogram(values, n.ttft)
+        if tpot is None and n.tpot_counters is not None:
+            seconds, tokens = (values.get(name) for name in n.tpot_counters)
+            tpot = (seconds, tokens) if seconds is not None and tokens is not None else None
         metrics = BackendMetrics(
             waiting=_first(values, n.waiting),
             running=_first(values, n.running),

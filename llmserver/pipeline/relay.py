@@ -80,7 +80,9 @@ class Relay:
     async def _whole(
         self, client: UpstreamClient, path: str, body: dict[str, Any], priority: int
     ) -> None:
-        _status, data = await client.complete(path, body, priority=priority)
+        _status, data = await client.complete(
+            path, body, priority=priority, request_id=self.request_id
+        )
         self._take_usage(data.get("usage"))
         if "model" in data:
             data["model"] = self.req.model
@@ -102,7 +104,8 @@ class Relay:
         if upstream_model != self.req.model:
             rename = (json.dumps(upstream_model).encode(), json.dumps(self.req.model).encode())
         splitter = EventSplitter()
-        async with contextlib.aclosing(client.stream_chat(path, body, priority=priority)) as chunks:
+        upstream = client.stream_chat(path, body, priority=priority, request_id=self.request_id)
+        async with contextlib.aclosing(upstream) as chunks:
             async for chunk in chunks:
                 for payload in splitter.feed(chunk):
                     await self._relay_event(payload, rename)

@@ -143,6 +143,8 @@ class Gateway:
                 connect_timeout=conf.upstream_connect_timeout,
                 read_timeout=conf.upstream_read_timeout,
                 priority_scheduling=spec.priority_scheduling,
+                keepalive_expiry=conf.upstream_keepalive_expiry,
+                name=name,
             )
             self.clients[name] = client
             if spec.metrics_url:

@@ -117,11 +117,13 @@ def start_gateway(
     daphne_args: Sequence[str] = (),
     quiet: bool = False,
     rungateway: bool = False,
+    setup: Sequence[Sequence[str]] = (),
 ) -> Gateway:
     """Migrate, load the demo and serve with daphne; `quiet` drops daphne's stdout (the access
     log at daphne's default verbosity), `daphne_args` are added to its command line. With
     `rungateway`, serve through `manage.py rungateway` (the gateway's own server settings: read
-    deadlines, OpenAI-shaped refusals) instead of the bare daphne command."""
+    deadlines, OpenAI-shaped refusals) instead of the bare daphne command. `setup` are manage.py
+    commands run after the demo and before serving (e.g. `add_backend`)."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -138,6 +140,8 @@ def start_gateway(
             env, "demo", "--json", "--simulator-url", simulator_url, "--keys-file", str(keys_file)
         )
     )
+    for command in setup:
+        manage(env, *command)
     port = free_port()
     if rungateway:
         command = [sys.executable, "manage.py", "rungateway", "--host", "127.0.0.1"]

@@ -10,6 +10,7 @@ class BackendKind(models.TextChoices):
     VLLM = "vllm", "vLLM"
     TGI = "tgi", "HuggingFace TGI"
     SGLANG = "sglang", "SGLang"
+    LLAMACPP = "llamacpp", "llama.cpp llama-server"
     OPENAI = "openai", "OpenAI-compatible (no metrics)"
 
 

@@ -25,6 +25,7 @@ def fixture(name: str) -> str:
         ("vllm", "vllm_v1.txt", (2.0, 3.0, 0.18341708542713567)),
         ("tgi", "tgi.txt", (2.0, 3.0, None)),
         ("sglang", "sglang.txt", (3.0, 14.0, 0.27)),
+        ("llamacpp", "llamacpp.txt", (2.0, 4.0, None)),
     ],
 )
 def test_it_reads_each_kinds_real_exposition(kind, name, expected):
@@ -32,6 +33,8 @@ def test_it_reads_each_kinds_real_exposition(kind, name, expected):
     assert (m.waiting, m.running) == expected[:2]
     if expected[2] is not None:
         assert m.kv_cache_usage == pytest.approx(expected[2])
+    elif kind == "llamacpp":
+        assert m.kv_cache_usage is None  # llama-server does not expose it
     else:
         assert 0 < m.kv_cache_usage < 1
     assert m.healthy and m.scraped_at == 5.0
@@ -69,6 +72,24 @@ def test_tpot_is_the_mean_of_the_last_window_not_of_all_time():
     reader.read(exposition(itl_sum=100.0, itl_count=10_000), now=1.0)
     m = reader.read(exposition(itl_sum=120.0, itl_count=10_100), now=2.0)
     assert m.tpot_seconds == pytest.approx(0.2)  # all-time mean would be ~0.0119
+
+
+def test_llamacpps_tpot_comes_from_its_counters_over_the_window_not_its_rate_gauge():
+    # The fixture was scraped from llama-server 0.3.36 (-np 4) with six requests in flight.
+    text = fixture("llamacpp.txt")
+    reader = MetricsReader("llamacpp")
+    assert reader.read(text, now=1.0).tpot_seconds is None  # no window yet
+    later = text.replace("tokens_predicted_total 8", "tokens_predicted_total 108").replace(
+        "tokens_predicted_seconds_total 0.151211", "tokens_predicted_seconds_total 3.151211"
+    )
+    assert reader.read(later, now=2.0).tpot_seconds == pytest.approx(0.03)
+    # The tokens/s gauge is reset by every scrape, whoever scrapes: it is not read.
+    assert (
+        reader.read(
+            later.replace("predicted_tokens_seconds 46.2929", "predicted_tokens_seconds 1"), now=3.0
+        ).tpot_seconds
+        is None
+    )
 
 
 def test_a_window_without_tokens_gives_no_tpot_and_a_reset_counter_is_not_negative():

@@ -2,8 +2,8 @@
 
 Clients that hang up at random, a backend killed and restarted mid-stream, database connections
 terminated (PostgreSQL): after each, one usage row per request the gateway accepted, completion
-tokens equal to what the client received (within one event: the gateway may have written one more
-before it saw the hang-up), nothing in flight and nothing pending. Bounded: a few streams, short
+tokens equal to what the client received (within `SLACK` events: the gateway may have written a
+few more before it saw the hang-up), nothing in flight and nothing pending. Bounded: a few streams, short
 timeouts. SIGTERM under load is `test_drain.py`.
 """
 
@@ -23,6 +23,7 @@ from simulator.launcher import free_port, start_simulator
 from tests.e2e.clients import join, start_streams, usage_rows
 
 pytestmark = pytest.mark.e2e
+SLACK = 3  # events in flight between the gateway's write and the client's hang-up
 SIM_ARGS = ("--max-num-seqs", "8", "--model", "demo-llama", "--speed", "0.5")
 
 
@@ -75,7 +76,9 @@ def assert_billed_as_delivered(gateway: Gateway, outcomes: list[dict]) -> dict:
     for out in outcomes:
         assert out.get("id") in rows, out
         _, tokens, _ = rows[out["id"]]
-        assert out["text_events"] <= tokens <= out["text_events"] + 1, (out, rows[out["id"]])
+        # Never billed less than the client read; a client that hangs up mid-read leaves a few
+        # events the gateway already wrote in its socket buffer, unread but delivered.
+        assert out["text_events"] <= tokens <= out["text_events"] + SLACK, (out, rows[out["id"]])
     return rows
 
 

@@ -17,7 +17,7 @@ MODEL = "demo-llama"
 
 
 def wait_in_flight(gateway, n: int) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         text = httpx.get(gateway.url + "/metrics").text
         line = next(x for x in text.splitlines() if x.startswith("llmserver_backend_in_flight{"))
@@ -29,7 +29,7 @@ def wait_in_flight(gateway, n: int) -> None:
 
 def test_a_queued_stream_shows_its_place_to_a_raw_client_and_the_sdk_still_parses_it(e2e_gateway):
     # alice's tier runs 4 at a time: four long streams hold her slots, the next ones queue.
-    holders = start_streams(e2e_gateway, [1500] * 4)
+    holders = start_streams(e2e_gateway, [4000] * 4)
     wait_in_flight(e2e_gateway, 4)
     raw_lines: list[str] = []
 

@@ -1,0 +1,85 @@
+"""The real engine and a gateway in front of it, one of each per module, stopped at teardown.
+
+These tests are deselected from plain `pytest` (pyproject's `-m 'not realengine'`): on a machine
+where the engine is built they would add minutes and take the CPU from the rest of the suite.
+`make realengine` builds what they need and runs them with `-m realengine`; run that way without
+the binary or the model, they skip and say how to get them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from llmserver.testing.processes import Database, Gateway, start_gateway
+from tests.realengine.engine import ALIAS, LlamaServer, missing, start_llama_server
+
+MODEL = "demo-llama"
+
+
+@pytest.fixture(scope="module")
+def llama() -> Iterator[LlamaServer]:
+    reason = missing()
+    if reason:
+        pytest.skip(reason)
+    server = start_llama_server(slots=4)
+    yield server
+    server.stop()
+
+
+def gateway_for(
+    llama: LlamaServer, tmp: Path, kind: str = "llamacpp", in_flight: int = 64
+) -> Gateway:
+    """The demo's tenants and keys, its model routed to llama-server instead of the simulator."""
+    database = Database(tmp)
+    gateway = start_gateway(
+        database.url,
+        llama.url,
+        # A revocation made by another process shows within half a second.
+        {"KEY_CACHE_SECONDS": "0.5"},
+        quiet=True,
+        setup=[
+            ["add_backend", "simulator", llama.url, "--disabled"],
+            [
+                "add_backend",
+                "llama",
+                llama.url,
+                "--kind",
+                kind,
+                "--max-in-flight",
+                str(in_flight),
+                "--model",
+                f"{MODEL}:{ALIAS}",
+            ],
+        ],
+    )
+    gateway.database = database  # type: ignore[attr-defined]
+    return gateway
+
+
+@pytest.fixture(scope="module")
+def gateway(llama: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    gateway = gateway_for(llama, Path(tmp_path_factory.mktemp("realengine")))
+    yield gateway
+    gateway.stop()
+    gateway.database.drop()  # type: ignore[attr-defined]
+
+
+def new_key(gateway: Gateway, user: str, tier: str = "interactive") -> str:
+    out = json.loads(gateway.manage("create_api_key", "demo", user, "--tier", tier, "--json"))
+    return str(out["key"])
+
+
+def usage_rows(gateway: Gateway, user: str) -> list[dict[str, object]]:
+    """The gateway's usage records for `user`, oldest first, as the database holds them."""
+    out = gateway.manage(
+        "shell",
+        "-c",
+        "import json; from tenants.models import UsageRecord; print(json.dumps(list("
+        f"UsageRecord.objects.filter(user={user!r}).order_by('id').values("
+        "'request_id', 'status', 'prompt_tokens', 'completion_tokens'))))",
+    )
+    return list(json.loads(out.strip().splitlines()[-1]))  # after the shell's banner
