@@ -129,6 +129,12 @@ def no_backend(model: str) -> ApiError:
     )
 
 
+def request_not_found(request_id: str) -> ApiError:
+    return ApiError(
+        404, f"No request {request_id!r} is queued or running for this key.", code="not_found"
+    )
+
+
 def upstream_rejected(status: int, message: str) -> ApiError:
     return ApiError(status, message, code="upstream_rejected")
 

@@ -32,6 +32,7 @@ from llmserver.api.sse import frame
 from llmserver.api.validation import parse_json, validate
 from llmserver.pipeline.completion import Completion, new_request_id
 from llmserver.runtime.gateway import Gateway, get_gateway
+from llmserver.runtime.keys import KeyInfo
 
 log = logging.getLogger(__name__)
 JSON = [(b"content-type", b"application/json")]
@@ -54,6 +55,20 @@ class JsonHttpConsumer(AsyncHttpConsumer):
 
     channel_layer_alias = None  # type: ignore[assignment]  # Channels' documented "no layer"
     methods: tuple[str, ...] = ("GET", "HEAD")
+
+    async def authorized(self) -> tuple[Gateway, KeyInfo]:
+        """The method check and the bearer key every keyed endpoint starts with; raises
+        ApiError."""
+        refusal = self.method_allowed()
+        if refusal:
+            raise refusal
+        gw = await get_gateway()
+        return gw, await authenticate(gw, bearer(self.scope.get("headers", [])))
+
+    def route_arg(self, name: str) -> str:
+        """A path parameter captured by the URL router (it adds `url_route` to the scope)."""
+        scope: Mapping[str, Any] = self.scope
+        return str(scope["url_route"]["kwargs"][name])
 
     async def send_json(
         self, status: int, data: Any, headers: dict[str, str] | None = None
@@ -210,11 +225,7 @@ class ModelsConsumer(JsonHttpConsumer):
 
     async def handle(self, body: bytes) -> None:
         try:
-            refusal = self.method_allowed()
-            if refusal:
-                raise refusal
-            gw = await get_gateway()
-            key = await authenticate(gw, bearer(self.scope.get("headers", [])))
+            gw, key = await self.authorized()
         except ApiError as exc:
             await self.send_error(exc)
             return
@@ -227,14 +238,9 @@ class ModelConsumer(JsonHttpConsumer):
     the key may not use is answered like one that does not exist, so keys cannot probe names."""
 
     async def handle(self, body: bytes) -> None:
-        scope: Mapping[str, Any] = self.scope  # URLRouter adds "url_route" to the typed scope
-        name = str(scope["url_route"]["kwargs"]["model"])
+        name = self.route_arg("model")
         try:
-            refusal = self.method_allowed()
-            if refusal:
-                raise refusal
-            gw = await get_gateway()
-            key = await authenticate(gw, bearer(self.scope.get("headers", [])))
+            gw, key = await self.authorized()
             if name not in gw.routes() or not key.allows_model(name):
                 raise model_not_found(name)
         except ApiError as exc:

@@ -6,28 +6,15 @@ nothing about requests that are not its own.
 
 from __future__ import annotations
 
-from llmserver.api.auth import authenticate, bearer
-from llmserver.api.errors import ApiError
+from llmserver.api.errors import ApiError, request_not_found
 from llmserver.api.http import JsonHttpConsumer
-from llmserver.runtime.gateway import get_gateway
-
-
-def request_not_found(request_id: str) -> ApiError:
-    return ApiError(
-        404, f"No request {request_id!r} is queued or running for this key.", code="not_found"
-    )
 
 
 class RequestStatusConsumer(JsonHttpConsumer):
     async def handle(self, body: bytes) -> None:
-        route: dict[str, dict[str, str]] = self.scope.get("url_route", {})  # type: ignore[assignment]  # Channels' URLRouter adds it
-        request_id = route.get("kwargs", {}).get("request_id", "")
+        request_id = self.route_arg("request_id")
         try:
-            refusal = self.method_allowed()
-            if refusal:
-                raise refusal
-            gw = await get_gateway()
-            key = await authenticate(gw, bearer(self.scope.get("headers", [])))
+            gw, key = await self.authorized()
             where = gw.scheduler.position(request_id)
             if gw.owners.get(request_id) != key.key_id or where is None:
                 raise request_not_found(request_id)
