@@ -58,7 +58,6 @@ def parse_json(raw: bytes, content_type: str | None) -> dict[str, Any]:
         raise invalid_json("it is nested too deeply") from None
     if not isinstance(data, dict):
         raise invalid("The request body must be a JSON object.")
-    _refuse_lone_surrogates(data)
     return data
 
 
@@ -167,7 +166,9 @@ def _prompt_text(prompt: Any) -> str:
 def validate(
     kind: str, data: dict[str, Any], *, default_max_tokens: int, max_tokens_limit: int
 ) -> CompletionRequest:
-    """Check a chat (`kind="chat"`) or text completion body; returns what the gateway needs."""
+    """Check a chat (`kind="chat"`) or text completion body, from HTTP or the WebSocket;
+    returns what the gateway needs."""
+    _refuse_lone_surrogates(data)
     model = data.get("model")
     if not isinstance(model, str) or not model.strip():
         raise invalid("'model' is required and must be a non-empty string.", "model")

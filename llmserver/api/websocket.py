@@ -96,7 +96,7 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             message = json.loads(text_data or "")
             if not isinstance(message, dict):
                 raise ValueError
-        except ValueError:
+        except (ValueError, RecursionError):
             await self._error(None, invalid("Each message must be a JSON object."))
             return
         kind, request_id = message.get("type"), message.get("id")

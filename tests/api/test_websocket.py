@@ -103,3 +103,20 @@ async def test_a_socket_without_a_valid_key_is_closed(gateway, world):
     ws = socket("sk-llms-" + "x" * 40)
     connected, code = await ws.connect()
     assert not connected and code == 4401
+
+
+async def test_a_lone_surrogate_or_deep_nesting_over_the_socket_is_an_error_not_a_crash(
+    gateway, world
+):
+    ws = socket(world["alice"])
+    assert (await ws.connect())[0]
+    bad = {**BODY, "messages": [{"role": "user", "content": "\ud800"}]}
+    await ws.send_json_to({"type": "request", "id": "s", "body": bad})
+    [message] = await collect(ws, "s")
+    assert (message["type"], message["status"]) == ("error", 400)
+    await ws.send_to(text_data="[" * 5000 + "]" * 5000)
+    message = await ws.receive_json_from(10)
+    assert (message["type"], message["id"]) == ("error", None)
+    await ws.send_json_to({"type": "request", "id": "ok", "body": BODY})
+    assert (await collect(ws, "ok"))[-1]["type"] == "done"
+    await ws.disconnect()
