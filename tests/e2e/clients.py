@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -31,6 +32,8 @@ def stream_chat(
         ) as response:
             out["status"] = response.status_code
             out["id"] = response.headers.get("x-request-id")
+            if response.status_code != 200:
+                out["body"] = response.read().decode(errors="replace")
             for line in response.iter_lines():
                 if not line.startswith("data: "):
                     continue
@@ -55,6 +58,20 @@ def start_streams(
         thread.start()
         streams.append((thread, out))
     return streams
+
+
+def wait_streaming(
+    streams: list[tuple[threading.Thread, dict[str, Any]]], timeout: float = 30
+) -> None:
+    """Return once every stream has received text; fail naming what each one got instead."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(out.get("text_events", 0) >= 1 for _, out in streams):
+            return
+        if any(not thread.is_alive() for thread, _ in streams):
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"not all streaming: {[out for _, out in streams]}")
 
 
 def join(streams: list[tuple[threading.Thread, dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -4,33 +4,21 @@ official `openai` SDK, which skips them, still parses the stream."""
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
 import openai
 import pytest
 
-from tests.e2e.clients import join, start_streams
+from tests.e2e.clients import join, start_streams, wait_streaming
 
 pytestmark = pytest.mark.e2e
 MODEL = "demo-llama"
 
 
-def wait_in_flight(gateway, n: int) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        text = httpx.get(gateway.url + "/metrics").text
-        line = next(x for x in text.splitlines() if x.startswith("llmserver_backend_in_flight{"))
-        if float(line.split()[-1]) >= n:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"never {n} in flight")
-
-
 def test_a_queued_stream_shows_its_place_to_a_raw_client_and_the_sdk_still_parses_it(e2e_gateway):
     # alice's tier runs 4 at a time: four long streams hold her slots, the next ones queue.
     holders = start_streams(e2e_gateway, [4000] * 4)
-    wait_in_flight(e2e_gateway, 4)
+    wait_streaming(holders)
     raw_lines: list[str] = []
 
     def raw() -> None:
