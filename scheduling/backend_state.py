@@ -46,6 +46,14 @@ class BackendState:
     completed_since_scrape: int = 0
     in_flight_at_scrape: int = 0
     learned_capacity: int | None = None
+    # An eviction on this backend is in progress: decided and not confirmed, or confirmed and
+    # not yet seen by a scrape. No other eviction is decided here meanwhile (no storms).
+    evicting: int = 0
+    eviction_unscraped: bool = False
+
+    @property
+    def eviction_pending(self) -> bool:
+        return self.evicting > 0 or self.eviction_unscraped
 
     @property
     def name(self) -> str:
@@ -95,6 +103,7 @@ class BackendState:
         self.dispatched_since_scrape = 0
         self.completed_since_scrape = 0
         self.in_flight_at_scrape = self.in_flight
+        self.eviction_unscraped = False
         if metrics.running and metrics.waiting:  # full: what runs is what fits
             self.learned_capacity = max(self.learned_capacity or 0, int(metrics.running))
 

@@ -22,9 +22,10 @@ from scheduling.snapshot import SchedulerSnapshot, build_snapshot
 
 
 class Ticket:
-    """A submitted job's handle: await `dispatched()` for the backend it was given."""
+    """A submitted job's handle: await `dispatched()` for the backend it was given; while it
+    runs, `evict_requested` / `eviction()` say the scheduler wants its slot back."""
 
-    __slots__ = ("_error", "_waiter", "backend", "band", "job", "priority")
+    __slots__ = ("_error", "_evict", "_waiter", "backend", "band", "job", "priority")
 
     def __init__(self, job: Job) -> None:
         self.job = job
@@ -33,6 +34,22 @@ class Ticket:
         self.priority: int = 2 * job.band  # for a priority-scheduling backend, set at dispatch
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[str] | None = None
+        self._evict: asyncio.Event | None = None
+
+    @property
+    def evict_requested(self) -> bool:
+        return self._evict is not None and self._evict.is_set()
+
+    async def eviction(self) -> None:
+        """Returns once the scheduler asks this running job to make room."""
+        if self._evict is None:
+            self._evict = asyncio.Event()
+        await self._evict.wait()
+
+    def _request_eviction(self) -> None:
+        if self._evict is None:
+            self._evict = asyncio.Event()
+        self._evict.set()
 
     async def dispatched(self) -> str:
         """The backend name; raises QueueTimeout past the deadline, JobCancelled if cancelled."""
@@ -60,6 +77,7 @@ class Ticket:
     def _reset(self) -> None:
         self.backend = None
         self._waiter = None
+        self._evict = None
 
 
 class SchedulerService:
@@ -111,6 +129,10 @@ class SchedulerService:
             ticket = self._tickets.get(d.job.id)
             if ticket is not None:
                 ticket._resolve(d.backend, d.band, d.priority)
+        for e in step.evicted:
+            ticket = self._tickets.get(e.job_id)
+            if ticket is not None:
+                ticket._request_eviction()
         return step
 
     def _poke(self) -> None:
@@ -150,6 +172,18 @@ class SchedulerService:
             self._tickets.pop(ticket.job.id, None)
             raise
         ticket._reset()
+        self._poke()
+
+    def preempted(self, ticket: Ticket, real_cost: float) -> None:
+        """The evicted job has stopped, having generated `real_cost` worth: back to the head of
+        its queue; await `dispatched()` again to resume it."""
+        self.core.preempted(ticket.job.id, real_cost, self.clock())
+        ticket._reset()
+        self._poke()
+
+    def keep_running(self, ticket: Ticket) -> None:
+        """Decline an eviction the job cannot survive (it cannot be resumed)."""
+        self.core.keep_running(ticket.job.id)
         self._poke()
 
     def update_metrics(self, backend_name: str, metrics: BackendMetrics) -> None:

@@ -2,7 +2,10 @@
 
 POST /v1/chat/completions and /v1/completions (streamed or not), GET /v1/models, /health and
 /metrics. While a request is in the engine, a watcher task waits for `http.disconnect` and aborts
-the sequence, so a client that goes away frees its batch slot at once, as vLLM does.
+the sequence, so a client that goes away frees its batch slot at the engine's next step, as
+vLLM does. A chat request with `continue_final_message` continues the final assistant message:
+the simulator's output is deterministic per position, so a continued answer is token for token
+the answer the request would have had uninterrupted (see `protocol._continued_tokens`).
 """
 
 from __future__ import annotations
@@ -149,7 +152,7 @@ class SimulatorApp:
             if seq.finished and seq.finish_reason == "abort":
                 return
             finish = seq.finish_reason if n == req.max_tokens else None
-            await _chunk(send, out.chunk(token_text(n), finish))
+            await _chunk(send, out.chunk(token_text(req.output_offset + n), finish))
         if seq.finish_reason == "abort":
             return
         if req.include_usage:
@@ -161,7 +164,8 @@ class SimulatorApp:
             pass
         if seq.finish_reason == "abort":
             return
-        text = "".join(token_text(i) for i in range(1, seq.generated + 1))
+        first = req.output_offset + 1
+        text = "".join(token_text(i) for i in range(first, first + seq.generated))
         await _json(
             send,
             200,

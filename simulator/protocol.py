@@ -78,6 +78,9 @@ class SimRequest:
     priority: int
     stream: bool
     include_usage: bool
+    # Output tokens already in the final assistant message being continued: generation resumes
+    # at this index, so a continued answer reads as the same answer uninterrupted.
+    output_offset: int = 0
 
 
 def _content_text(content: Any) -> str:
@@ -97,10 +100,12 @@ def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -
         raise RequestError(400, "The request body must be a JSON object.")
     if body.get("model", model) != model:
         raise RequestError(404, f"The model `{body.get('model')}` does not exist.", "model")
+    output_offset = 0
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise RequestError(400, "`messages` must be a non-empty list.", "messages")
+        output_offset = _continued_tokens(body, messages)
         text = "\n".join(
             f"{m.get('role', 'user')}: {_content_text(m.get('content'))}"
             for m in messages
@@ -129,7 +134,32 @@ def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -
         priority=priority,
         stream=bool(body.get("stream", False)),
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+        output_offset=output_offset,
     )
+
+
+def _continued_tokens(body: dict[str, Any], messages: list[Any]) -> int:
+    """How many output tokens the final assistant message already holds, where the request asks
+    to continue it; 0 otherwise. As vLLM: `continue_final_message` and `add_generation_prompt`
+    (which defaults to true for chat) are exclusive, a 400 (`check_generation_prompt` in
+    `vllm/entrypoints/openai/protocol.py`); the final message must be the assistant's, or the
+    chat template cannot end inside it (transformers' `apply_chat_template` raises "continue_final_
+    message is set but the final message does not appear in the chat", a 400 from vLLM's
+    `preprocess_chat` in `vllm/entrypoints/openai/serving_engine.py`)."""
+    if not body.get("continue_final_message"):
+        return 0
+    if body.get("add_generation_prompt", True):
+        raise RequestError(
+            400, "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+        )
+    last = messages[-1]
+    if not isinstance(last, dict) or last.get("role") != "assistant":
+        raise RequestError(
+            400,
+            "continue_final_message is set but the final message does not appear in the chat "
+            "after applying the chat template!",
+        )
+    return len(tokenize(_content_text(last.get("content"))))
 
 
 def engine_priority(fmt: str, policy: str, priority: int) -> int:

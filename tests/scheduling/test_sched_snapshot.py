@@ -54,6 +54,8 @@ def test_it_is_json_serialisable_with_the_agreed_keys() -> None:
         "cancelled",
         "expired",
         "rejected",
+        "evicted",
+        "preempted",
     }
 
 
