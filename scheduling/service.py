@@ -25,10 +25,11 @@ class Ticket:
     """A submitted job's handle: await `dispatched()` for the backend it was given; while it
     runs, `evict_requested` / `eviction()` say the scheduler wants its slot back."""
 
-    __slots__ = ("_error", "_evict", "_waiter", "backend", "band", "job", "priority")
+    __slots__ = ("_error", "_evict", "_service", "_waiter", "backend", "band", "job", "priority")
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, service: SchedulerService) -> None:
         self.job = job
+        self._service = service
         self.backend: str | None = None
         self.band: int = job.band  # the band it was dispatched from (aging may promote it)
         self.priority: int = 2 * job.band  # for a priority-scheduling backend, set at dispatch
@@ -45,6 +46,11 @@ class Ticket:
         if self._evict is None:
             self._evict = asyncio.Event()
         await self._evict.wait()
+
+    def decline_eviction(self) -> None:
+        """This job cannot give up its slot without harm (it cannot be resumed): keep it."""
+        self._evict = None
+        self._service.keep_running(self)
 
     def _request_eviction(self) -> None:
         if self._evict is None:
@@ -143,7 +149,7 @@ class SchedulerService:
     def submit(self, job: Job) -> Ticket:
         """Queue a job; raises QueueFull or NoBackend synchronously."""
         self.core.submit(job, self.clock())
-        ticket = Ticket(job)
+        ticket = Ticket(job, self)
         self._tickets[job.id] = ticket
         self._poke()
         return ticket
@@ -183,7 +189,8 @@ class SchedulerService:
 
     def keep_running(self, ticket: Ticket) -> None:
         """Decline an eviction the job cannot survive (it cannot be resumed)."""
-        self.core.keep_running(ticket.job.id)
+        if ticket.job.id in self.core.entries:
+            self.core.keep_running(ticket.job.id)
         self._poke()
 
     def update_metrics(self, backend_name: str, metrics: BackendMetrics) -> None:

@@ -1,7 +1,7 @@
 """The simulator's raw ASGI application (no Django): OpenAI-compatible endpoints over one engine.
 
-POST /v1/chat/completions and /v1/completions (streamed or not), GET /v1/models, /health and
-/metrics. While a request is in the engine, a watcher task waits for `http.disconnect` and aborts
+POST /v1/chat/completions and /v1/completions (streamed or not), POST /tokenize, GET /v1/models,
+/health and /metrics. While a request is in the engine, a watcher task waits for `http.disconnect` and aborts
 the sequence, so a client that goes away frees its batch slot at the engine's next step, as
 vLLM does. A chat request with `continue_final_message` continues the final assistant message:
 the simulator's output is deterministic per position, so a continued answer is token for token
@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from simulator.protocol import (
     SimRequest,
     engine_priority,
     parse_request,
+    parse_tokenize,
     token_text,
 )
 
@@ -63,6 +65,8 @@ class SimulatorApp:
                 await _json(send, 405, {"detail": "Method Not Allowed"})
                 return
             await self._generate(receive, send, chat=path == "/v1/chat/completions")
+        elif path == "/tokenize" and method == "POST":
+            await self._tokenize(receive, send)
         elif method not in ("GET", "HEAD"):
             await _json(send, 405, {"detail": "Method Not Allowed"})
         elif path == "/health":
@@ -106,6 +110,20 @@ class SimulatorApp:
             "max_model_len": self.engine.config.kv_capacity_tokens,
         }
         return {"object": "list", "data": [card]}
+
+    async def _tokenize(self, receive: Receive, send: Send) -> None:
+        body = await _read_body(receive)
+        if body is None:
+            return
+        try:
+            tokens = parse_tokenize(body, self.model)
+        except RequestError as exc:
+            await _json(send, exc.status, exc.body())
+            return
+        ids = [zlib.crc32(t.encode()) % 32_000 for t in tokens]
+        limit = self.engine.config.kv_capacity_tokens
+        payload = {"count": len(ids), "max_model_len": limit, "tokens": ids, "token_strs": None}
+        await _json(send, 200, payload)
 
     async def _generate(self, receive: Receive, send: Send, chat: bool) -> None:
         body = await _read_body(receive)

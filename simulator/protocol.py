@@ -91,6 +91,37 @@ def _content_text(content: Any) -> str:
     return ""
 
 
+def chat_prompt(messages: list[Any]) -> str:
+    """The simulator's chat template: one `role: content` line per message."""
+    return "\n".join(
+        f"{m.get('role', 'user')}: {_content_text(m.get('content'))}"
+        for m in messages
+        if isinstance(m, dict)
+    )
+
+
+def parse_tokenize(raw: bytes, model: str) -> list[str]:
+    """vLLM's `/tokenize` (`vllm/entrypoints/openai/api_server.py`, `TokenizeRequest` in
+    `vllm/entrypoints/openai/protocol.py`): a `prompt`, or `messages` rendered with the chat
+    template, as a chat completion would count them."""
+    try:
+        body = json.loads(raw or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError(400, f"Invalid JSON body: {exc}") from exc
+    if not isinstance(body, dict):
+        raise RequestError(400, "The request body must be a JSON object.")
+    if body.get("model", model) != model:
+        raise RequestError(404, f"The model `{body.get('model')}` does not exist.", "model")
+    messages = body.get("messages")
+    if isinstance(messages, list) and messages:
+        _continued_tokens(body, messages)  # the same refusals as the chat endpoint
+        return tokenize(chat_prompt(messages))
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        raise RequestError(400, "`prompt` or `messages` is required.", "prompt")
+    return tokenize(prompt)
+
+
 def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -> SimRequest:
     try:
         body = json.loads(raw or b"{}")
@@ -106,11 +137,7 @@ def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -
         if not isinstance(messages, list) or not messages:
             raise RequestError(400, "`messages` must be a non-empty list.", "messages")
         output_offset = _continued_tokens(body, messages)
-        text = "\n".join(
-            f"{m.get('role', 'user')}: {_content_text(m.get('content'))}"
-            for m in messages
-            if isinstance(m, dict)
-        )
+        text = chat_prompt(messages)
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, list):
