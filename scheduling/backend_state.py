@@ -27,6 +27,8 @@ class BackendMetrics:
     ttft_seconds: float | None = None
     healthy: bool = False
     scraped_at: float | None = None
+    # How many sequences the server says it runs at once (llama.cpp's /props), where it says.
+    capacity: int | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -34,8 +36,8 @@ class BackendState:
     """The scheduler's live view of one backend: its config, last scrape, and what the
     scheduler itself did since that scrape (so a slow scrape cannot hide a burst).
 
-    With a capacity (configured, or learned as the highest `running` seen while requests were
-    waiting), the queue is computed exactly: the gateway counts its own requests in flight the
+    With a capacity (configured, reported by the server, or learned as the highest `running`
+    seen while requests were waiting), the queue is computed exactly: the gateway counts its own requests in flight the
     moment it dispatches or releases one, and the scrape only adds the traffic that did not come
     through this gateway."""
 
@@ -46,14 +48,10 @@ class BackendState:
     completed_since_scrape: int = 0
     in_flight_at_scrape: int = 0
     learned_capacity: int | None = None
-    # An eviction on this backend is in progress: decided and not confirmed, or confirmed and
-    # not yet seen by a scrape. No other eviction is decided here meanwhile (no storms).
+    reported_capacity: int | None = None
+    # Evictions decided here and not yet confirmed by their relays (the upstream request
+    # closed); no other is decided here meanwhile, so evictions never storm.
     evicting: int = 0
-    eviction_unscraped: bool = False
-
-    @property
-    def eviction_pending(self) -> bool:
-        return self.evicting > 0 or self.eviction_unscraped
 
     @property
     def name(self) -> str:
@@ -61,7 +59,7 @@ class BackendState:
 
     @property
     def capacity(self) -> int | None:
-        return self.config.capacity or self.learned_capacity
+        return self.config.capacity or self.reported_capacity or self.learned_capacity
 
     def external_load(self) -> float:
         """Sequences at the backend (running or waiting) that are not this gateway's, as of the
@@ -103,7 +101,8 @@ class BackendState:
         self.dispatched_since_scrape = 0
         self.completed_since_scrape = 0
         self.in_flight_at_scrape = self.in_flight
-        self.eviction_unscraped = False
+        if metrics.capacity:
+            self.reported_capacity = metrics.capacity
         if metrics.running and metrics.waiting:  # full: what runs is what fits
             self.learned_capacity = max(self.learned_capacity or 0, int(metrics.running))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from scheduling.backend_state import BackendMetrics, BackendState
@@ -355,11 +355,12 @@ class Scheduler:
     # preemption ------------------------------------------------------------------------------
 
     def preempt(self, now: float) -> list[Eviction]:
-        """Make room where every slot is busy: per (pool, band), the least-served waiting
-        principal whose head job has waited past its `preempt_after` may evict one running job
-        of a lower band, or of its own band from a principal over its fair share by more than
-        `preempt_slack` (the newest job of the most over-served such principal). Never a job
-        protected after a resume, never on a backend with an eviction still in progress."""
+        """Make room where every slot is busy: per (pool, band), each waiting principal whose
+        head job has waited past its `preempt_after` (least served first) may evict one running
+        job of a lower band, or of its own band from a principal over its fair share by more
+        than `preempt_slack` (the newest job of the most over-served such principal). Never a
+        job protected after a resume; one eviction at a time per backend, until its relay
+        confirms that the upstream request is closed; one per waiter."""
         self._preempt_due = None
         out: list[Eviction] = []
         for model, band in sorted(self._heaps, key=lambda k: k[1]):
@@ -373,22 +374,23 @@ class Scheduler:
             ]
             if any(g.open or g.reason not in _FULL for g in gates):
                 continue  # room somewhere, or closed for a reason eviction does not cure
-            waiter = self._waiter(heap, now)
-            if waiter is None:
-                continue
-            victim = self._victim(waiter, pool, now)
-            if victim is None:
-                continue
-            backend = self.backends[victim.backend or ""]
-            victim.evicting = True
-            victim.yield_to = waiter
-            backend.evicting += 1
-            self.totals["evicted"] += 1
-            out.append(Eviction(victim.job.id, backend.name))
+            served = {e.yield_to for e in self.entries.values() if e.evicting}
+            for waiter in self._waiters(heap, now):
+                if waiter in served:
+                    continue
+                victim = self._victim(waiter, pool, now)
+                if victim is None:
+                    break
+                backend = self.backends[victim.backend or ""]
+                victim.evicting = True
+                victim.yield_to = waiter
+                backend.evicting += 1
+                self.totals["evicted"] += 1
+                out.append(Eviction(victim.job.id, backend.name))
         return out
 
-    def _waiter(self, heap: BandHeap, now: float) -> Lane | None:
-        """The least-served lane whose head job may preempt now; notes when one may later."""
+    def _waiters(self, heap: BandHeap, now: float) -> Iterator[Lane]:
+        """Lanes whose head job may preempt now, least served first; notes when one may later."""
         for lane in sorted(heap.lanes(), key=lambda x: x.service):
             head = lane.queue.peek()
             if head is None or self.principals[lane.principal].in_flight >= head.job.max_concurrent:
@@ -398,13 +400,12 @@ class Scheduler:
                 continue
             due = head.job.enqueued_at + after
             if due <= now:
-                return lane
-            if self._preempt_due is None or due < self._preempt_due:
+                yield lane
+            elif self._preempt_due is None or due < self._preempt_due:
                 self._preempt_due = due
-        return None
 
     def _victim(self, waiter: Lane, pool: list[BackendState], now: float) -> Entry | None:
-        names = {s.name for s in pool if s.config.preemption and not s.eviction_pending}
+        names = {s.name for s in pool if s.config.preemption and not s.evicting}
         protect = self.config.preempt_protect_seconds
         fair = self._fair_slots(waiter.model, waiter.band, pool)
         best: tuple[int, float, float] | None = None
@@ -456,10 +457,7 @@ class Scheduler:
         be resumed (it never expires there). Its account keeps the charge (corrected to the real
         total when it ends); the resumed run is charged the estimate of what is left."""
         entry = self._dispatched(job_id)
-        backend = self.backends.get(entry.backend or "")
         self._release(entry)
-        if backend is not None and backend.config.has_metrics:
-            backend.eviction_unscraped = True
         lane = entry.lane
         assert lane is not None
         entry.job.estimated_cost = max(0.0, entry.job.estimated_cost - real_cost)

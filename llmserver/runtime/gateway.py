@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 
+from llmserver.backends.llamacpp import read_capacity
 from llmserver.backends.metrics import MetricsPoller
 from llmserver.backends.upstream import UpstreamClient
 from llmserver.conf import GatewaySettings, gateway_settings
@@ -26,6 +28,7 @@ from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.reservations import Reservations
 from llmserver.runtime.usage import UsageWriter
 from scheduling import SchedulerConfig, SchedulerService, SchedulerSnapshot
+from tenants.models import BackendKind
 
 log = logging.getLogger(__name__)
 RELOAD_INTERVAL = 5.0
@@ -154,6 +157,11 @@ class Gateway:
                     spec.metrics_url,
                     client.http,
                     self.scheduler.update_metrics,
+                    read_capacity=(
+                        functools.partial(read_capacity, client.http, spec.base_url)
+                        if spec.kind == BackendKind.LLAMACPP
+                        else None
+                    ),
                     interval=conf.scrape_interval,
                     timeout=conf.scrape_timeout,
                     clock=self.clock,

@@ -110,18 +110,45 @@ def test_the_lowest_band_is_evicted_first():
     assert [e.job_id for e in s.dispatch_once(1.2).evicted] == [batch.id]
 
 
-def test_no_second_eviction_on_a_backend_until_the_first_is_confirmed_and_scraped():
+def test_no_second_eviction_on_a_backend_until_the_first_is_confirmed():
     s = pool(capacity=4)
     jobs = flood(s, 4)
-    s.submit(light(), 1.0)
+    s.submit(first := light(), 1.0)
     s.submit(job(CHARLIE, preempt_after=0.15), 1.0)
     assert len(s.dispatch_once(1.2).evicted) == 1
     assert s.dispatch_once(1.3).evicted == []  # not confirmed yet
     s.preempted(jobs[-1].id, real_cost=0.0, now=1.31)
-    s.dispatch_once(1.31)  # the freed slot goes to one waiter
-    assert s.dispatch_once(1.32).evicted == []  # confirmed, but no scrape has seen it yet
-    s.update_metrics("b1", fresh(now=1.4, waiting=0, running=4))
-    assert len(s.dispatch_once(1.4).evicted) == 1
+    step = s.dispatch_once(1.31)  # the freed slot goes to one waiter; the other may evict now
+    assert ids(step.dispatched) == [first.id] and len(step.evicted) == 1
+
+
+def test_each_waiter_gets_its_own_eviction_across_the_backends_of_a_pool():
+    backends = [
+        BackendConfig(name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True)
+        for name in ("b1", "b2")
+    ]
+    s = scheduler(*backends, gates=FULL_AT_CAPACITY)
+    for name in ("b1", "b2"):
+        s.update_metrics(name, fresh(waiting=0, running=0))
+    flood(s, 4)
+    s.submit(light(), 1.0)
+    s.submit(job(CHARLIE, preempt_after=0.15), 1.0)
+    evicted = s.dispatch_once(1.2).evicted
+    assert sorted(e.backend for e in evicted) == ["b1", "b2"]
+
+
+def test_a_waiter_with_an_eviction_under_way_does_not_ask_for_another():
+    backends = [
+        BackendConfig(name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True)
+        for name in ("b1", "b2")
+    ]
+    s = scheduler(*backends, gates=FULL_AT_CAPACITY)
+    for name in ("b1", "b2"):
+        s.update_metrics(name, fresh(waiting=0, running=0))
+    flood(s, 4)
+    s.submit(light(), 1.0)
+    assert len(s.dispatch_once(1.2).evicted) == 1
+    assert s.dispatch_once(1.3).evicted == []
 
 
 def test_an_evicted_job_resumes_from_the_head_of_its_queue_and_never_expires_there():

@@ -68,3 +68,11 @@ def test_a_configured_capacity_wins_over_what_is_learned():
     s = scheduler(slots(8), gates=EMPTY_QUEUE)
     s.update_metrics("b1", fresh(waiting=3, running=16))
     assert s.backends["b1"].capacity == 8
+
+
+def test_a_capacity_the_server_reports_counts_when_none_is_configured():
+    s = scheduler(slots(None), gates=EMPTY_QUEUE)
+    s.update_metrics("b1", fresh(waiting=0, running=0, capacity=2))
+    for _ in range(3):
+        s.submit(job(ALICE), 0.0)
+    assert len(s.select(0.0)) == 2
