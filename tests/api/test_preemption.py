@@ -195,3 +195,34 @@ async def test_a_non_streamed_request_paused_before_its_answer_starts_again_whol
             assert answer["usage"]["completion_tokens"] == POWER_TOKENS
     finally:
         await reset_gateway()
+
+
+async def test_a_paused_stream_whose_client_hangs_up_is_billed_what_it_received(vllm_world):
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    power_key, light_key = vllm_world
+    gw = await get_gateway()
+    try:
+        await wait_for(lambda: gw.snapshot().backends[0].gates[0].open, 5)
+        power = await power_streams_running(gw, power_key, 3)
+        light = await start(light_key, chat_body(max_tokens=40))
+        await wait_for(lambda: gw.scheduler.core.totals["preempted"] >= 1, 10)
+        for comm in power:  # one of them is waiting to be resumed
+            await comm.send_input({"type": "http.disconnect"})
+        await wait_for(lambda: gw.usage.pending == 0 and not gw.running, 10)
+        received = []
+        for comm in power:
+            body = b""
+            while not comm.output_queue.empty():
+                body += (await comm.receive_output(1)).get("body", b"")
+            received.append(text_of(events(body)))
+        rows = [r for r in await usage_rows() if r["user"] == "power"]
+        assert sorted(r["completion_tokens"] for r in rows) == sorted(
+            len(tokenize(text))
+            for text in received  # the event read earlier had no text
+        )
+        assert {r["status"] for r in rows} == {"cancelled"}
+        assert [q for q in gw.snapshot().queues if q.user == "power"] == []
+        await read_all(light, 30)
+    finally:
+        await reset_gateway()
