@@ -29,7 +29,7 @@ from llmserver.pipeline.resume import (
     Delivered,
     Preempted,
     continuation_body,
-    prompt_count_request,
+    original_prompt_tokens,
 )
 
 T = TypeVar("T")
@@ -130,13 +130,9 @@ class Relay:
         if not text:
             return body
         if self._original_prompt is None:
-            count = prompt_count_request(self.req.body, upstream_model)
-            with contextlib.suppress(BackendError):
-                _status, data = await client.complete(
-                    "/tokenize", count, request_id=self.request_id
-                )
-                if isinstance(data.get("count"), int):
-                    self._original_prompt = data["count"]
+            self._original_prompt = await original_prompt_tokens(
+                client, self.req.body, upstream_model, self.request_id
+            )
         return continuation_body(body, text, self._leg_base)
 
     def _may_stop(self, can_resume: bool) -> bool:

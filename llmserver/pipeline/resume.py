@@ -3,18 +3,24 @@
 A chat stream evicted after its first token is continued, not restarted: the original messages
 plus the partial assistant message, with `continue_final_message: true, add_generation_prompt:
 false` (vLLM's chat API: `check_generation_prompt` in `vllm/entrypoints/openai/protocol.py`
-requires the second to be false), and `max_tokens` reduced by what was delivered. The client sees
-one stream. Only kinds whose server continues a final message and counts a prompt on `/tokenize`
-(vLLM's `/tokenize` in `vllm/entrypoints/openai/api_server.py`) are resumed; on others a job is
+requires the second to be false; llama.cpp's server the same, `oaicompat_chat_params_parse` in
+`tools/server/server-common.cpp`), and `max_tokens` reduced by what was delivered. The client
+sees one stream. Only kinds whose server continues a final message and can count the original
+prompt are resumed: vLLM (`/tokenize` with `messages`, `vllm/entrypoints/openai/api_server.py`)
+and llama.cpp (`/apply-template`, then `/tokenize` of that text with special tokens, as its
+completion tokenizes a chat prompt: `tools/server/server-context.cpp`). On other kinds a job is
 evicted only before its first token (TGI's `router/src/lib.rs` has no such option).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
-RESUMABLE_KINDS = frozenset({"vllm"})
+from llmserver.backends.upstream import BackendError, UpstreamClient
+
+RESUMABLE_KINDS = frozenset({"vllm", "llamacpp"})
 
 
 class Preempted(Exception):
@@ -70,6 +76,26 @@ def continuation_body(body: dict[str, Any], text: str, delivered_tokens: int) ->
     return out
 
 
-def prompt_count_request(body: dict[str, Any], upstream_model: str) -> dict[str, Any]:
-    """A `/tokenize` body that counts the original request's prompt as its completion did."""
-    return {"model": upstream_model, "messages": body["messages"], "add_generation_prompt": True}
+async def original_prompt_tokens(
+    client: UpstreamClient, body: dict[str, Any], upstream_model: str, request_id: str
+) -> int | None:
+    """The original request's prompt, counted by the backend as its completion counted it, or
+    None where the backend cannot say (the continuation's count, less the delivered tokens, is
+    then the estimate)."""
+    messages = body["messages"]
+    with contextlib.suppress(BackendError):
+        if client.kind == "llamacpp":
+            _, templated = await client.complete(
+                "/apply-template", {"messages": messages}, request_id=request_id
+            )
+            prompt = templated.get("prompt")
+            if not isinstance(prompt, str):
+                return None
+            count = {"content": prompt, "add_special": True, "parse_special": True}
+            _, data = await client.complete("/tokenize", count, request_id=request_id)
+            tokens = data.get("tokens")
+            return len(tokens) if isinstance(tokens, list) else None
+        count = {"model": upstream_model, "messages": messages, "add_generation_prompt": True}
+        _, data = await client.complete("/tokenize", count, request_id=request_id)
+        return data["count"] if isinstance(data.get("count"), int) else None
+    return None
