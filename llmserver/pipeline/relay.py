@@ -36,6 +36,8 @@ T = TypeVar("T")
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 # An event with generated text: a chat delta's or a completion's non-empty "content"/"text".
 _HAS_TEXT = re.compile(rb'"(?:content|text)": ?"[^"]')
+# An event that ends its choice: a finish reason that is not null.
+_FINISHED = re.compile(rb'"finish_reason": ?"')
 
 
 class Sink(Protocol):
@@ -90,6 +92,7 @@ class Relay:
         self._leg_base = 0
         self._original_prompt: int | None = None
         self._skip_role = False
+        self._ending = False  # the finish reason or the usage has arrived: nothing to continue
 
     @property
     def completion_tokens(self) -> int:
@@ -182,7 +185,7 @@ class Relay:
             async for chunk in chunks:
                 for payload in splitter.feed(chunk):
                     await self._relay_event(payload, rename)
-                if evict is not None and evict.evict_requested:
+                if evict is not None and evict.evict_requested and not self._ending:
                     if not self._may_stop(can_resume):
                         evict.decline_eviction()
                         continue
@@ -200,6 +203,8 @@ class Relay:
         if payload == DONE:
             return
         usage = usage_of(payload)
+        if usage is not None or _FINISHED.search(payload):
+            self._ending = True
         if usage is not None:
             self._take_usage(usage)
             if not self.req.include_usage and is_usage_only(payload):
