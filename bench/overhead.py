@@ -13,7 +13,8 @@ Also reported: CPU milliseconds per request of the gateway and simulator process
 `--server daphne` runs the bare daphne command instead. The load generator is one asyncio process
 with a minimal HTTP/1.1 client (bench/rawhttp.py); it competes with the gateway and the simulator
 for this machine's cores, so read the figures as ratios from one run. `--profile out.txt` records
-the gateway with py-spy (the `bench` extra) during one phase and prints its top items.
+the gateway with py-spy (the `bench` extra; the thread holding the GIL) during one phase and
+prints its top items.
 
     .venv/bin/python bench/overhead.py
     .venv/bin/python bench/overhead.py --duration 5 --json
@@ -44,7 +45,24 @@ PATH = "/v1/chat/completions"
 PHASES = ("c1", "c64", "stream")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Frames on nearly every sampled stack, which say nothing about where the time went.
-PLUMBING = {"plumbing", "daphne", "asyncio", "threading", "concurrent", "selectors", "<module>"}
+PLUMBING = {
+    "plumbing",
+    "daphne",
+    "asyncio",
+    "asgiref",
+    "threading",
+    "concurrent",
+    "selectors",
+    "<module>",
+}
+PLUMBING_PATHS = (
+    "twisted/python/",
+    "daphne/cli",
+    "manage.py",
+    "django/core/management/",
+    "llmserver/management/",
+)
+PLUMBING_FUNCTIONS = {"DrainingServer.run", "AsyncioSelectorReactor.run", "Server.run"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -156,7 +174,10 @@ async def run_phase(
 def start_profiler(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
     py_spy = str(Path(sys.executable).with_name("py-spy"))
     command = [py_spy, "record", "--pid", str(pid), "--duration", str(int(seconds))]
+    # --gil: only the thread holding the GIL is sampled, so a worker thread waiting for the GIL
+    # (the usage writer while the event loop runs) does not count as time spent.
     command += ["--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"]
+    command += ["--gil"]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -252,7 +273,7 @@ def _frame(frame: str) -> tuple[str, str]:
     name, _, where = frame.rpartition(" (")
     path = where.rstrip(")").rsplit(":", 1)[0]
     package = path.split("/", 1)[0].removesuffix(".py") or "?"
-    if path.startswith(("twisted/python/", "daphne/cli")):
+    if path.startswith(PLUMBING_PATHS) or name in PLUMBING_FUNCTIONS:
         package = "plumbing"
     return f"{name} ({path})", package
 
