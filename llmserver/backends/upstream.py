@@ -2,7 +2,7 @@
 
 The completion hop is the gateway's hottest path, so it goes through aiohttp: httpx/httpcore
 spent about 4 ms of CPU per request here (its pool walks every pooled connection on each
-request, and anyio's stream wrappers add more), aiohttp about 0.12 ms (bench/overhead.py).
+request, and anyio's stream wrappers add more), aiohttp about 0.12 ms (docs/BENCHMARKS.md).
 `http`, an httpx client, stays for the backend's control plane (metrics scrapes, llama-server's
 `/props`), where a request every fraction of a second costs nothing that matters.
 
