@@ -8,10 +8,13 @@ through the gateway, side by side in one invocation:
   c64     64 concurrent closed-loop clients, non-streaming: latency and requests/s
   stream  64 concurrent clients, streaming `--stream-tokens` tokens: SSE chunks/s
 
-Also reported: CPU seconds per request of the gateway and simulator processes (from /proc).
-The load generator is one asyncio process with a minimal HTTP/1.1 client (bench/rawhttp.py); it
-competes with the gateway and the simulator for this machine's cores, so read the figures as
-ratios from one run. `--profile out.txt` records the gateway with py-spy during one phase.
+Also reported: CPU milliseconds per request of the gateway and simulator processes (from
+/proc/<pid>/stat). The gateway is served as production serves it (`manage.py rungateway`);
+`--server daphne` runs the bare daphne command instead. The load generator is one asyncio process
+with a minimal HTTP/1.1 client (bench/rawhttp.py); it competes with the gateway and the simulator
+for this machine's cores, so read the figures as ratios from one run. `--profile out.txt` records
+the gateway with py-spy (the `bench` extra; the thread holding the GIL) during one phase and
+prints its top items.
 
     .venv/bin/python bench/overhead.py
     .venv/bin/python bench/overhead.py --duration 5 --json
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +44,25 @@ from simulator.launcher import start_simulator
 PATH = "/v1/chat/completions"
 PHASES = ("c1", "c64", "stream")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Frames on nearly every sampled stack, which say nothing about where the time went.
+PLUMBING = {
+    "plumbing",
+    "daphne",
+    "asyncio",
+    "asgiref",
+    "threading",
+    "concurrent",
+    "selectors",
+    "<module>",
+}
+PLUMBING_PATHS = (
+    "twisted/python/",
+    "daphne/cli",
+    "manage.py",
+    "django/core/management/",
+    "llmserver/management/",
+)
+PLUMBING_FUNCTIONS = {"DrainingServer.run", "AsyncioSelectorReactor.run", "Server.run"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,9 +79,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="USAGE_FLUSH_INTERVAL for the gateway: the production default (start_gateway's "
         "own default is the tests' 0.1 s).",
     )
-    p.add_argument("--daphne-args", default="", help='Extra daphne flags, e.g. "-v 0".')
+    p.add_argument("--server", choices=("rungateway", "daphne"), default="rungateway")
+    p.add_argument(
+        "--daphne-args", default="", help='Extra flags for --server daphne, e.g. "-v 0".'
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="An extra environment variable for the gateway (repeatable).",
+    )
     p.add_argument("--profile", type=Path, help="py-spy raw output for the gateway.")
     p.add_argument("--profile-phase", default="c64", choices=PHASES)
+    p.add_argument("--profile-top", type=int, default=15, help="How many profile items to list.")
     p.add_argument("--json", action="store_true")
     return p.parse_args(argv)
 
@@ -140,7 +174,10 @@ async def run_phase(
 def start_profiler(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
     py_spy = str(Path(sys.executable).with_name("py-spy"))
     command = [py_spy, "record", "--pid", str(pid), "--duration", str(int(seconds))]
+    # --gil: only the thread holding the GIL is sampled, so a worker thread waiting for the GIL
+    # (the usage writer while the event loop runs) does not count as time spent.
     command += ["--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"]
+    command += ["--gil"]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -166,12 +203,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     db = gw = None
     try:
         db = Database(Path(tmp.name))
+        env = {"USAGE_FLUSH_INTERVAL": args.usage_flush_interval}
+        env.update(item.split("=", 1) for item in args.env)
         gw = start_gateway(
             db.url,
             sim.url,
-            {"USAGE_FLUSH_INTERVAL": args.usage_flush_interval},
+            env,
             daphne_args=args.daphne_args.split(),
             quiet=True,
+            rungateway=args.server == "rungateway",
         )
         tiers, keys = gateway_setup()
         secret = configure_gateway(gw, tiers, keys, {"simulator": {"max_in_flight": 100_000}})
@@ -198,6 +238,52 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             db.drop()
         sim.stop()
         tmp.cleanup()
+
+
+def profile_items(raw: Path, top: int) -> dict[str, list[tuple[str, float]]]:
+    """The profile's top items from py-spy's raw output (one `frame;frame;... count` line per
+    stack): `functions`, the share of samples with the function anywhere on the stack, leaving
+    out the plumbing every stack passes through (the event loop, the thread pool, Twisted's
+    logging context); `packages`, the share of samples whose innermost frame is in the package
+    (where the CPU went itself)."""
+    inclusive: Counter[str] = Counter()
+    packages: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [_frame(f) for f in stack.split(";")]
+        for name in {name for name, package in frames if package not in PLUMBING}:
+            inclusive[name] += n
+        packages[frames[-1][1]] += n
+    if not total:
+        return {"functions": [], "packages": []}
+    return {
+        "functions": [(name, n / total) for name, n in inclusive.most_common(top)],
+        "packages": [(name, n / total) for name, n in packages.most_common(top)],
+    }
+
+
+def _frame(frame: str) -> tuple[str, str]:
+    """`func (pkg/mod.py:12)` -> ("func (pkg/mod.py)", "pkg"); Twisted's two helper packages
+    count as their own, to leave them out as plumbing."""
+    name, _, where = frame.rpartition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    package = path.split("/", 1)[0].removesuffix(".py") or "?"
+    if path.startswith(PLUMBING_PATHS) or name in PLUMBING_FUNCTIONS:
+        package = "plumbing"
+    return f"{name} ({path})", package
+
+
+def profile_table(items: dict[str, list[tuple[str, float]]]) -> str:
+    lines = ["", "| profile: function (on the stack) | share |", "|---|---|"]
+    lines += [f"| {name} | {share:.1%} |" for name, share in items["functions"]]
+    lines += ["", "| profile: package (innermost frame) | share |", "|---|---|"]
+    lines += [f"| {name} | {share:.1%} |" for name, share in items["packages"]]
+    return "\n".join(lines)
 
 
 def ratio(a: float, b: float) -> float | None:
@@ -245,12 +331,17 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     results = asyncio.run(run(args))
+    profile = profile_items(args.profile, args.profile_top) if args.profile else None
     if args.json:
         settings = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
         out = {"settings": settings, "results": results, "summary": summary(results)}
+        if profile is not None:
+            out["profile"] = profile
         print(json.dumps(out, indent=2))
     else:
         print(table(results))
+        if profile is not None:
+            print(profile_table(profile))
     return 0
 
 

@@ -99,7 +99,10 @@ def database_from_url(url: str, base_dir: str) -> dict[str, object]:
             )
         if not os.path.isabs(path) and path != ":memory:":
             path = os.path.join(base_dir, path)
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
+        # Kept open: nothing can drop a SQLite connection, and closing one is not free (the
+        # last connection to a file checkpoints its journal). With Django's default of 0, every
+        # database job of the gateway (the usage writer, the key checks) reconnected.
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": path, "CONN_MAX_AGE": None}
     if scheme in {"postgres", "postgresql", "pgsql"}:
         name = unquote(parts.path.lstrip("/"))
         if not name:

@@ -1,4 +1,10 @@
-"""The upstream client: one pooled httpx.AsyncClient per backend, streaming without buffering.
+"""The upstream client: one pooled aiohttp session per backend, streaming without buffering.
+
+The completion hop is the gateway's hottest path, so it goes through aiohttp: httpx/httpcore
+spent about 4 ms of CPU per request here (its pool walks every pooled connection on each
+request, and anyio's stream wrappers add more), aiohttp about 0.12 ms (docs/BENCHMARKS.md).
+`http`, an httpx client, stays for the backend's control plane (metrics scrapes, llama-server's
+`/props`), where a request every fraction of a second costs nothing that matters.
 
 Failures become `BackendError`, which says whether a retry on another backend is safe: only
 while nothing has been streamed to the client yet. Each failure is logged once, at warning, with
@@ -7,17 +13,20 @@ the backend, the kind of failure and the request id.
 Kept-alive connections: a backend closes an idle connection on its own schedule (llama-server's
 cpp-httplib after 5 s, `CPPHTTPLIB_KEEPALIVE_TIMEOUT_SECOND`), and a request sent on it just as
 it closes dies before any response byte. Two defences: the pool lets idle connections go sooner
-than backends do (`keepalive_expiry`, 4 s by default), and a request whose connection closed
-before any response byte is sent once more on a fresh connection, whatever the backend kind.
+than backends do (`keepalive_expiry`, 4 s by default, checked when a connection is taken), and a
+request whose connection closed before any response byte is sent once more on a fresh
+connection, whatever the backend kind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator
 from typing import Any
 
+import aiohttp
 import httpx
 
 log = logging.getLogger(__name__)
@@ -29,13 +38,8 @@ log = logging.getLogger(__name__)
 PRIORITY_SIGN = {"vllm": 1, "sglang": -1}
 # What a backend answers when it was sent a priority it does not schedule by.
 _PRIORITY_REFUSALS = ("Priority scheduling is not enabled", "Using priority is disabled")
-
-# Raised before any response byte, these mean the connection closed under the request: the
-# backend dropped a kept-alive socket (or died). Nothing reached the client, and an engine that
-# saw the request lost it with the connection (a closed socket cancels its task), so one more
-# try on a fresh connection is safe. A refused connection (ConnectError) is not one of them: a
-# fresh connection would be refused too, and the pipeline tries another backend instead.
-_CLOSED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+# How many connections `http` (the control plane: scrapes, probes) keeps; one poller uses one.
+_CONTROL_CONNECTIONS = 4
 
 
 class BackendError(Exception):
@@ -72,6 +76,34 @@ def _error_from_response(status: int, raw: bytes) -> BackendError:
     return BackendError(message, retryable, status, body if isinstance(body, dict) else None)
 
 
+def _closed_under_request(exc: aiohttp.ClientError) -> bool:
+    """Raised before any response byte, does `exc` mean the connection closed under the request?
+    The backend dropped a kept-alive socket (or died): nothing reached the client, and an engine
+    that saw the request lost it with the connection (a closed socket cancels its task), so one
+    more try on a fresh connection is safe. A refused connection (ClientConnectorError) is not
+    one: a fresh connection would be refused too, and the pipeline tries another backend."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return False
+    return isinstance(
+        exc,
+        aiohttp.ServerDisconnectedError
+        | aiohttp.ClientOSError
+        | aiohttp.ClientConnectionResetError,
+    )
+
+
+@contextlib.contextmanager
+def _closing(response: aiohttp.ClientResponse) -> Iterator[None]:
+    """A response read to its end gives its connection back to the pool; one left early (an
+    error, a client gone, a closed generator) closes it, so the backend sees the abort."""
+    try:
+        yield
+    except BaseException:
+        response.close()
+        raise
+    response.release()
+
+
 class UpstreamClient:
     def __init__(
         self,
@@ -83,34 +115,48 @@ class UpstreamClient:
         read_timeout: float = 600.0,
         keepalive_expiry: float = 4.0,
         name: str = "",
-        transport: httpx.AsyncBaseTransport | None = None,
         priority_scheduling: bool = False,
     ) -> None:
         self.kind = kind
         self.name = name or base_url
         self.sends_priority = priority_scheduling
-        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self.base_url = base_url.rstrip("/")
+        self.max_connections = max_connections
+        self.keepalive_expiry = keepalive_expiry
+        self._headers = {"content-type": "application/json"}
+        if api_key:
+            self._headers["authorization"] = f"Bearer {api_key}"
+        # Long streams: a generous read timeout between chunks; `connect` covers the wait for a
+        # pooled connection as well as the TCP handshake.
+        self._timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=connect_timeout,
+            sock_connect=connect_timeout,
+            sock_read=read_timeout,
+        )
+        self.http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={k: v for k, v in self._headers.items() if k == "authorization"},
+            limits=httpx.Limits(
+                max_connections=_CONTROL_CONNECTIONS, keepalive_expiry=keepalive_expiry
+            ),
+            timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
+        )
+        # Made on first use: an aiohttp session belongs to the running event loop.
+        self._pooled: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
 
-        def client(keepalive: int) -> httpx.AsyncClient:
-            return httpx.AsyncClient(
-                base_url=base_url.rstrip("/"),
-                headers=headers,
-                # httpx's default of 100 connections would silently cap concurrency per backend.
-                limits=httpx.Limits(
-                    max_connections=max_connections,
-                    max_keepalive_connections=keepalive,
-                    keepalive_expiry=keepalive_expiry,
-                ),
-                # Long streams: a generous read timeout between chunks, a short connect timeout.
-                timeout=httpx.Timeout(
-                    connect=connect_timeout, read=read_timeout, write=30.0, pool=connect_timeout
-                ),
-                transport=transport,
+    def sessions(self) -> tuple[aiohttp.ClientSession, aiohttp.ClientSession]:
+        """The pooled session, and the retry's own that keeps no idle connection (so a retry
+        never meets a stale one); made in the running loop on first use."""
+        if self._pooled is None or self._fresh is None:
+            pool = aiohttp.TCPConnector(
+                limit=self.max_connections, keepalive_timeout=self.keepalive_expiry
             )
-
-        self.http = client(min(max_connections, 256))
-        # The retry's own client keeps no idle connection, so a retry never meets a stale one.
-        self._fresh = client(0)
+            fresh = aiohttp.TCPConnector(limit=self.max_connections, force_close=True)
+            self._pooled = aiohttp.ClientSession(connector=pool, timeout=self._timeout)
+            self._fresh = aiohttp.ClientSession(connector=fresh, timeout=self._timeout)
+        return self._pooled, self._fresh
 
     def _body(self, body: dict[str, Any], priority: int | None) -> dict[str, Any]:
         sign = PRIORITY_SIGN.get(self.kind)
@@ -143,37 +189,38 @@ class UpstreamClient:
 
     async def _open(
         self, path: str, body: dict[str, Any], request_id: str | None
-    ) -> httpx.Response:
+    ) -> aiohttp.ClientResponse:
         """POST and return the response with its body unread; a connection closed before any
         response byte is tried once more on a fresh connection."""
-        for client in (self.http, self._fresh):
-            request = client.build_request("POST", path, json=body)
+        url, data = self.base_url + path, json.dumps(body).encode()
+        pooled, fresh = self.sessions()
+        for session in (pooled, fresh):
             try:
-                return await client.send(request, stream=True)
-            except _CLOSED as exc:
-                if client is self.http:
-                    self._failed(
-                        request_id,
-                        "connection closed, retrying on a fresh connection",
-                        BackendError(f"unreachable: {exc!r}", retryable=True),
-                    )
-                    continue
+                return await session.post(url, data=data, headers=self._headers)
+            except aiohttp.ClientError as exc:
+                if isinstance(exc, aiohttp.ConnectionTimeoutError):
+                    error = BackendError(f"timed out: {exc!r}", retryable=True)
+                    raise self._failed(request_id, "connect timeout", error) from None
+                if isinstance(exc, aiohttp.ServerTimeoutError):
+                    error = BackendError(f"timed out: {exc!r}", retryable=False)
+                    raise self._failed(request_id, "timeout", error) from None
                 error = BackendError(f"unreachable: {exc!r}", retryable=True)
-                raise self._failed(request_id, "connection closed", error) from None
-            except (httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-                error = BackendError(f"timed out: {exc!r}", retryable=True)
-                raise self._failed(request_id, "connect timeout", error) from None
-            except httpx.TimeoutException as exc:
-                error = BackendError(f"timed out: {exc!r}", retryable=False)
-                raise self._failed(request_id, "timeout", error) from None
-            except httpx.HTTPError as exc:
-                error = BackendError(f"unreachable: {exc!r}", retryable=True)
-                raise self._failed(request_id, "unreachable", error) from None
+                if not _closed_under_request(exc):
+                    raise self._failed(request_id, "unreachable", error) from None
+                if session is fresh:
+                    raise self._failed(request_id, "connection closed", error) from None
+                self._failed(request_id, "connection closed, retrying on a fresh connection", error)
         raise AssertionError("the loop returns or raises")
 
-    async def _status_error(self, response: httpx.Response, request_id: str | None) -> BackendError:
-        error = _error_from_response(response.status_code, await response.aread())
-        return self._failed(request_id, f"HTTP {response.status_code}", error)
+    async def _status_error(
+        self, response: aiohttp.ClientResponse, request_id: str | None
+    ) -> BackendError:
+        try:
+            raw = await response.read()
+        except aiohttp.ClientError:
+            raw = b""
+        error = _error_from_response(response.status, raw)
+        return self._failed(request_id, f"HTTP {response.status}", error)
 
     async def complete(
         self,
@@ -184,22 +231,20 @@ class UpstreamClient:
     ) -> tuple[int, dict[str, Any]]:
         payload = self._body(body, priority)
         response = await self._open(path, payload, request_id)
-        try:
-            if response.status_code >= 400:
+        with _closing(response):
+            if response.status >= 400:
                 error = await self._status_error(response, request_id)
                 if self._refused_priority(error, payload):
                     return await self.complete(path, body, request_id=request_id)
                 raise error
             try:
-                raw = await response.aread()
-            except httpx.TimeoutException as exc:
+                raw = await response.read()
+            except aiohttp.ServerTimeoutError as exc:
                 error = BackendError(f"timed out: {exc!r}", retryable=False)
                 raise self._failed(request_id, "timeout", error) from None
-            except httpx.HTTPError as exc:
+            except aiohttp.ClientError as exc:
                 error = BackendError(f"unreachable: {exc!r}", retryable=True)
                 raise self._failed(request_id, "body broke", error) from None
-        finally:
-            await response.aclose()
         try:
             data = json.loads(raw)
         except ValueError:
@@ -207,7 +252,7 @@ class UpstreamClient:
         if not isinstance(data, dict):
             error = BackendError("the backend answered without a JSON object", retryable=False)
             raise self._failed(request_id, "invalid JSON", error)
-        return response.status_code, data
+        return response.status, data
 
     async def stream_chat(
         self,
@@ -216,30 +261,30 @@ class UpstreamClient:
         priority: int | None = None,
         request_id: str | None = None,
     ) -> AsyncGenerator[bytes]:
-        """Yield the raw SSE bytes as they arrive; closing the generator aborts the request."""
+        """Yield the raw SSE bytes as they arrive; closing the generator aborts the request (an
+        unfinished response's connection is closed, not pooled)."""
         payload = self._body(body, priority)
         response = await self._open(path, payload, request_id)
-        if response.status_code >= 400:
-            error = await self._status_error(response, request_id)
-            await response.aclose()
+        if response.status >= 400:
+            with _closing(response):
+                error = await self._status_error(response, request_id)
             if not self._refused_priority(error, payload):
                 raise error
             async for chunk in self.stream_chat(path, body, request_id=request_id):
                 yield chunk
             return
-        try:
+        with _closing(response):
             sent = False
             try:
-                async for chunk in response.aiter_raw():
-                    if chunk:
-                        sent = True
-                        yield chunk
-            except httpx.HTTPError as exc:
+                async for chunk in response.content.iter_any():
+                    sent = True
+                    yield chunk
+            except aiohttp.ClientError as exc:
                 error = BackendError(f"the stream broke: {exc!r}", retryable=not sent)
                 raise self._failed(request_id, "stream broke", error) from None
-        finally:
-            await response.aclose()
 
     async def aclose(self) -> None:
         await self.http.aclose()
-        await self._fresh.aclose()
+        for session in (self._pooled, self._fresh):
+            if session is not None:
+                await session.close()

