@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -64,6 +65,8 @@ class Scheduler:
         # Per (pool, band): the backend and prompt blocks of the last dispatch, for batching.
         self._last: dict[tuple[str, int], tuple[BackendState, tuple[int, ...]]] = {}
         self.totals = dict.fromkeys(TOTAL_KEYS, 0)
+        # Per backend: jobs this `select` holds back to wait for it (their prefix is cached there).
+        self._held: Counter[str] = Counter()
         self.batched = 0  # jobs batching pulled forward (outside `totals`: the snapshot's keys)
         self.configure(config, backends)
 
@@ -225,6 +228,7 @@ class Scheduler:
         """Dispatch while gates allow: bands in strict order, pools round robin inside a band,
         the least-served principal inside a pool and band."""
         self._age(now)
+        self._held.clear()
         out: list[Dispatch] = []
         deferred: list[Lane] = []
         bands = sorted({band for (_, band), heap in self._heaps.items() if heap})
@@ -247,9 +251,11 @@ class Scheduler:
     ) -> Dispatch | None:
         thresholds = self.config.gates.get(band)
         stale_after = self.config.stale_after
-        open_backends = [
-            s for s in self._pools.get(model, ()) if gate_open(s, thresholds, now, stale_after).open
+        gates = [
+            (s, gate_open(s, thresholds, now, stale_after)) for s in self._pools.get(model, ())
         ]
+        open_backends = [s for s, g in gates if g.open]
+        full = [s for s, g in gates if g.reason in _FULL]
         if not open_backends:
             return None
         heap = self._heap(model, band)
@@ -272,9 +278,20 @@ class Scheduler:
             if not candidates:
                 deferred.append(lane)
                 continue
+            homes = [s for s in full if s.name not in entry.excluded]
             backend = batched_to or choose_backend(
-                self.prefixes, entry.job.prefix_blocks, candidates, now, self.config.affinity_slack
+                self.prefixes,
+                entry.job.prefix_blocks,
+                candidates,
+                homes,
+                now,
+                self.config.affinity_slack,
+                self._held,
             )
+            if backend not in candidates:  # worth waiting for: its backend holds its prefix
+                self._held[backend.name] += 1
+                deferred.append(lane)
+                continue
             lane.queue.pop()
             self._unqueue(entry)
             entry.state = DISPATCHED

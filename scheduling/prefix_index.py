@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduling.backend_state import BackendState
@@ -89,29 +89,39 @@ class PrefixIndex:
         return len(self._seen.get(backend, ()))
 
 
-def load(state: BackendState) -> float:
-    """A backend's load in slots: its requests in flight plus those it queues (known only from
-    a capacity or scraped metrics; a backend without either is gated by `max_in_flight`)."""
-    if state.capacity is None and not state.config.has_metrics:
-        return float(state.in_flight)
-    return state.in_flight + state.estimated_waiting()
+def load(state: BackendState, held: Mapping[str, int]) -> float:
+    """A backend's load in slots: its requests in flight, those it queues (known only from a
+    capacity or scraped metrics; a backend without either is gated by `max_in_flight`), and
+    those the gateway holds back for it."""
+    waiting = 0.0
+    if state.capacity is not None or state.config.has_metrics:
+        waiting = state.estimated_waiting()
+    return state.in_flight + waiting + held.get(state.name, 0)
 
 
 def choose_backend(
     index: PrefixIndex,
     blocks: Sequence[int],
-    candidates: Sequence[BackendState],
+    open_backends: Sequence[BackendState],
+    full: Sequence[BackendState],
     now: float,
     prefix_weight: float,
+    held: Mapping[str, int],
 ) -> BackendState:
-    """The backend with the best `prefix_weight * cached fraction - load`: a fully cached prompt
-    is worth `prefix_weight` slots of extra load, so a hot prefix stays on its backend until that
-    backend carries more than that beyond another, then spills. Ties: the longer cached prefix,
-    then the lighter load, then the name. Without blocks this is least load."""
+    """The backend with the best `prefix_weight * cached fraction - load`, among the open
+    backends and the full ones that hold part of the prompt: a fully cached prompt is worth
+    `prefix_weight` slots of load. A full backend chosen means "wait for it" (the caller holds
+    the job and counts it in `held`, so only as many wait as the prefix is worth); once its load
+    exceeds the prefix's worth, the prefix spills to an open backend. Ties: the longer cached
+    prefix, then the lighter load, then the name. Without blocks this is least load."""
+    hits = {
+        s.name: index.matched(s.name, blocks, now) / len(blocks) if blocks else 0.0
+        for s in [*open_backends, *full]
+    }
+    homes = [s for s in full if hits[s.name] > 0]
 
     def rank(state: BackendState) -> tuple[float, float, float, str]:
-        hit = index.matched(state.name, blocks, now) / len(blocks) if blocks else 0.0
-        busy = load(state)
-        return (-(prefix_weight * hit - busy), -hit, busy, state.name)
+        busy = load(state, held)
+        return (-(prefix_weight * hits[state.name] - busy), -hits[state.name], busy, state.name)
 
-    return min(candidates, key=rank)
+    return min([*open_backends, *homes], key=rank)

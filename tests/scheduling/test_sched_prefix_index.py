@@ -3,8 +3,9 @@ the backend choice that weighs a cached prefix against load (a hot prefix spills
 
 from __future__ import annotations
 
-from sched_helpers import ALICE, BOB, CHARLIE, job, plain, scheduler
+from sched_helpers import BOB, job, plain, scheduler
 
+from scheduling import Job, Principal, Scheduler
 from scheduling.prefix_index import BLOCK_CHARS, MAX_BLOCKS, PrefixIndex, block_hashes
 
 SYSTEM = "You are a careful assistant for the billing team. " * 40  # about 2,000 characters
@@ -85,13 +86,35 @@ def test_a_longer_cached_prefix_wins_over_a_shorter_one() -> None:
     assert s.select(0.0)[0].backend == "b2"
 
 
-def test_a_hot_prefix_spills_to_another_backend_when_the_first_is_full() -> None:
-    s = scheduler(plain("b1", max_in_flight=2), plain("b2", max_in_flight=2), affinity_slack=4)
-    backends = []
-    for i, who in enumerate((ALICE, BOB, CHARLIE)):
-        s.submit(job(who, prefix_blocks=block_hashes(SYSTEM + f"question {i}")), 0.0)
-        backends += [d.backend for d in s.select(0.0)]
-    assert backends[0] == backends[1] != backends[2]
+def hot_prefix_on_a_full_backend() -> tuple[Scheduler, list[Job], list[str]]:
+    """Four users send the same long prefix to two backends of two slots, a prefix worth two
+    slots: two go to b1 and fill it, the third waits for b1, the fourth spills to b2."""
+    s = scheduler(plain("b1", max_in_flight=2), plain("b2", max_in_flight=2), affinity_slack=2)
+    jobs = [job(Principal("t", u), prefix_blocks=block_hashes(SYSTEM + u)) for u in "abcd"]
+    for j in jobs:
+        s.submit(j, 0.0)
+    return s, jobs, [d.backend for d in s.select(0.0)]
+
+
+def test_a_hot_prefix_spills_when_its_full_backend_has_as_many_waiting_as_it_is_worth() -> None:
+    s, jobs, backends = hot_prefix_on_a_full_backend()
+    assert backends == ["b1", "b1", "b2"]
+    assert s.entries[jobs[2].id].state == "queued"
+
+
+def test_a_job_waiting_for_the_backend_holding_its_prefix_goes_there_when_a_slot_frees() -> None:
+    s, jobs, _ = hot_prefix_on_a_full_backend()
+    s.complete(jobs[0].id)
+    (d,) = s.select(1.0)
+    assert (d.job.id, d.backend) == (jobs[2].id, "b1")
+
+
+def test_a_full_backend_without_the_prefix_is_never_waited_for() -> None:
+    s = scheduler(plain("b1", max_in_flight=1), plain("b2", max_in_flight=4), affinity_slack=4)
+    s.backends["b1"].in_flight = 1
+    s.backends["b2"].in_flight = 3
+    s.submit(job(prefix_blocks=block_hashes(SYSTEM)), 0.0)
+    assert [d.backend for d in s.select(0.0)] == ["b2"]
 
 
 def test_a_hot_prefix_spills_when_its_backend_carries_more_than_the_prefix_is_worth() -> None:
