@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import MODEL, read_all, simulator_metric, start, usage_rows, wait_for
 
 from simulator.launcher import RunningSimulator, start_simulator
 from tenants.models import ApiKey, AppType, Backend, ModelRoute
+from tests.api.conftest import MODEL, read_all, simulator_metric, start, usage_rows, wait_for
 
 SYSTEM = "You answer questions about the Acme billing system, briefly and politely. " * 40
 
