@@ -183,7 +183,11 @@ def validate(
     else:
         if "prompt" not in data:
             raise invalid("'prompt' is required.", "prompt")
-        text = rendered = _prompt_text(data["prompt"])
+        prompt = data["prompt"]
+        text = rendered = _prompt_text(prompt)
+        if isinstance(prompt, list) and isinstance(prompt[0], int):
+            # Token ids stand in as "x"s for the size estimate; their prefix is the ids.
+            rendered = ",".join(str(token) for token in prompt)
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
         raise invalid("'stream' must be a boolean.", "stream")

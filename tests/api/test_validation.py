@@ -102,6 +102,12 @@ def test_an_earlier_conversation_is_the_prefix_of_its_next_turn():
     assert second.prefix_blocks[: len(first.prefix_blocks)] == first.prefix_blocks
 
 
+def test_token_id_prompts_are_prefixed_by_their_ids():
+    a = check({"model": "m", "prompt": list(range(100))}, "completions")
+    b = check({"model": "m", "prompt": list(range(1, 101))}, "completions")
+    assert a.prefix_blocks and a.prefix_blocks[0] != b.prefix_blocks[0]
+
+
 def test_the_same_text_under_another_role_is_another_prefix():
     as_system = check({"model": "m", "messages": [{"role": "system", "content": "y" * 200}]})
     as_user = check({"model": "m", "messages": [{"role": "user", "content": "y" * 200}]})
