@@ -22,6 +22,10 @@ class GatewaySettings:
     output_token_weight: float = 4.0
     within_principal: str = "fifo"
     aging_seconds: float | None = None
+    affinity_slack: int = 2
+    prefix_index_blocks: int = 8192
+    batch_slack: float = 0.0
+    batch_min_blocks: int = 16
     scrape_interval: float = 0.25
     scrape_timeout: float = 1.0
     stale_after: float = 2.0

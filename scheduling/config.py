@@ -56,6 +56,14 @@ class SchedulerConfig:
     is the Retry-After hint carried by `QueueFull`. A running job of the waiter's own band is
     evicted only while its principal holds more than its fair share of the pool's slots plus
     `preempt_slack`; a resumed job is not evicted again for `preempt_protect_seconds`.
+
+    Backend choice (`scheduling.prefix_index`): a fully cached prompt prefix is worth
+    `affinity_slack` slots of extra load; the gateway's index of what each backend was sent holds
+    `prefix_index_blocks` blocks per backend (about its prefix cache's size) for at most
+    `prefix_ttl_seconds`. Batching (`scheduling.batching`): a job whose prompt shares at least
+    `batch_min_blocks` leading blocks with the pool's last dispatch may go right after it, ahead
+    of less-served principals, while its principal's service is within `batch_slack` (in the
+    cost unit, weighted) of the least served; 0 turns batching off.
     """
 
     gates: Mapping[int, GateThresholds] = field(default_factory=article_gates)
@@ -64,6 +72,9 @@ class SchedulerConfig:
     aging_seconds: float | None = None
     affinity_slack: int = 2
     queue_full_retry_after: float = 1.0
-    affinity_capacity: int = 100_000
+    prefix_index_blocks: int = 8192
+    prefix_ttl_seconds: float = 600.0
+    batch_slack: float = 0.0
+    batch_min_blocks: int = 16
     preempt_slack: float = 1.0
     preempt_protect_seconds: float = 5.0

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from scheduling.backend_state import BackendMetrics, BackendState
+from scheduling.batching import pull_forward
 from scheduling.config import BackendConfig, SchedulerConfig
 from scheduling.errors import NoBackend, QueueFull
 from scheduling.fairshare import BandHeap
@@ -27,6 +28,7 @@ from scheduling.lanes import (
     PrincipalState,
     create_principal_queue,
 )
+from scheduling.prefix_index import PrefixIndex, choose_backend
 
 TOTAL_KEYS = ("dispatched", "completed", "cancelled", "expired", "rejected", "evicted", "preempted")
 # Gate reasons that mean "every slot is busy", the only case in which preemption makes room.
@@ -57,10 +59,15 @@ class Scheduler:
         self._active: dict[tuple[str, int], set[Lane]] = {}
         self._deadlines: list[tuple[float, int, Entry]] = []
         self._aging: list[tuple[float, int, int, Entry]] = []
-        self._affinity: OrderedDict[str, str] = OrderedDict()
+        self.prefixes = PrefixIndex(config.prefix_index_blocks, config.prefix_ttl_seconds)
         self._seq = itertools.count()
         self._preempt_due: float | None = None
+        # Per (pool, band): the backend and prompt blocks of the last dispatch, for batching.
+        self._last: dict[tuple[str, int], tuple[BackendState, tuple[int, ...]]] = {}
         self.totals = dict.fromkeys(TOTAL_KEYS, 0)
+        # Per backend: jobs this `select` holds back to wait for it (their prefix is cached there).
+        self._held: Counter[str] = Counter()
+        self.batched = 0  # jobs batching pulled forward (outside `totals`: the snapshot's keys)
         self.configure(config, backends)
 
     # configuration -------------------------------------------------------------------------
@@ -74,6 +81,8 @@ class Scheduler:
         if config is not None:
             create_principal_queue(config.within_principal)  # validate before changing anything
             self.config = config
+            self.prefixes.block_budget = config.prefix_index_blocks
+            self.prefixes.ttl = config.prefix_ttl_seconds
         if backends is not None:
             fresh: dict[str, BackendState] = {}
             for bc in backends:
@@ -81,6 +90,7 @@ class Scheduler:
                 state.config = bc
                 fresh[bc.name] = state
             self.backends = fresh
+            self.prefixes.forget(set(fresh))
         self._pools = {}
         for state in self.backends.values():
             if state.config.enabled:
@@ -218,6 +228,7 @@ class Scheduler:
         """Dispatch while gates allow: bands in strict order, pools round robin inside a band,
         the least-served principal inside a pool and band."""
         self._age(now)
+        self._held.clear()
         out: list[Dispatch] = []
         deferred: list[Lane] = []
         bands = sorted({band for (_, band), heap in self._heaps.items() if heap})
@@ -240,9 +251,11 @@ class Scheduler:
     ) -> Dispatch | None:
         thresholds = self.config.gates.get(band)
         stale_after = self.config.stale_after
-        open_backends = [
-            s for s in self._pools.get(model, ()) if gate_open(s, thresholds, now, stale_after).open
+        gates = [
+            (s, gate_open(s, thresholds, now, stale_after)) for s in self._pools.get(model, ())
         ]
+        open_backends = [s for s, g in gates if g.open]
+        full = [s for s, g in gates if g.reason in _FULL]
         if not open_backends:
             return None
         heap = self._heap(model, band)
@@ -250,6 +263,7 @@ class Scheduler:
             lane = heap.pop()
             if lane is None:
                 return None
+            lane, batched_to = self._batch(model, band, lane, open_backends)
             entry = lane.queue.peek()
             if entry is None:
                 continue
@@ -264,7 +278,20 @@ class Scheduler:
             if not candidates:
                 deferred.append(lane)
                 continue
-            backend = self._choose_backend(entry, candidates)
+            homes = [s for s in full if s.name not in entry.excluded]
+            backend = batched_to or choose_backend(
+                self.prefixes,
+                entry.job.prefix_blocks,
+                candidates,
+                homes,
+                now,
+                self.config.affinity_slack,
+                self._held,
+            )
+            if backend not in candidates:  # worth waiting for: its backend holds its prefix
+                self._held[backend.name] += 1
+                deferred.append(lane)
+                continue
             lane.queue.pop()
             self._unqueue(entry)
             entry.state = DISPATCHED
@@ -280,28 +307,30 @@ class Scheduler:
             self._active.setdefault((model, band), set()).add(lane)
             backend.record_dispatch()
             self.totals["dispatched"] += 1
-            if entry.job.prefix_key is not None:
-                self._remember_prefix(entry.job.prefix_key, backend.name)
+            self.prefixes.record(backend.name, entry.job.prefix_blocks, now)
+            self._last[(model, band)] = (backend, entry.job.prefix_blocks)
             if lane.live > 0:
                 heap.push(lane)
             return Dispatch(entry.job, backend.name, lane.band, self._priority(lane, backend))
 
-    def _choose_backend(self, entry: Entry, candidates: list[BackendState]) -> BackendState:
-        """Cache affinity unless the affine backend is loaded past the slack; else least load."""
-        least = min(candidates, key=lambda s: (s.in_flight, s.estimated_waiting(), s.name))
-        key = entry.job.prefix_key
-        if key is not None:
-            name = self._affinity.get(key)
-            for s in candidates:
-                if s.name == name and s.in_flight <= least.in_flight + self.config.affinity_slack:
-                    return s
-        return least
-
-    def _remember_prefix(self, key: str, backend: str) -> None:
-        self._affinity[key] = backend
-        self._affinity.move_to_end(key)
-        while len(self._affinity) > self.config.affinity_capacity:
-            self._affinity.popitem(last=False)
+    def _batch(
+        self, model: str, band: int, least: Lane, open_backends: list[BackendState]
+    ) -> tuple[Lane, BackendState | None]:
+        """The lane to serve instead of `least` (the least served), and the backend to send it
+        to, when batching pulls a similar job forward (see `scheduling.batching`)."""
+        c = self.config
+        last = self._last.get((model, band))
+        if c.batch_slack <= 0 or last is None or last[0] not in open_backends:
+            return least, None
+        heap = self._heap(model, band)
+        pulled = pull_forward(least, heap.lanes(), last[1], c.batch_slack, c.batch_min_blocks)
+        head = pulled.queue.peek() if pulled is not None else None
+        if pulled is None or head is None or last[0].name in head.excluded:
+            return least, None
+        heap.push(least)
+        pulled.token = None  # its heap entry goes stale: it is being dispatched
+        self.batched += 1
+        return pulled, last[0]
 
     # outcomes -------------------------------------------------------------------------------
 

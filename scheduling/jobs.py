@@ -31,7 +31,8 @@ class Job:
     scheduler's clock; `max_queued` and `max_concurrent` are the principal's limits from its tier.
     `preemptible`: the job may be evicted from its backend to make room (and resumed later);
     `preempt_after`: once it has waited this long (seconds) with every slot busy, it may evict
-    one (None: it never does).
+    one (None: it never does). `prefix_blocks`: chained hashes of its prompt's leading blocks
+    (`scheduling.prefix_index.block_hashes`), what backend choice and batching match on.
     """
 
     id: str
@@ -41,7 +42,7 @@ class Job:
     weight: float = 1.0
     estimated_cost: float = 1.0
     estimated_output_tokens: int = 0
-    prefix_key: str | None = None
+    prefix_blocks: tuple[int, ...] = ()
     deadline: float | None = None
     max_queued: int = 64
     max_concurrent: int = 4

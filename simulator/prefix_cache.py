@@ -1,7 +1,15 @@
 """An LRU cache of prompt-prefix blocks, as vLLM's automatic prefix caching.
 
-A prompt is cut into full blocks of `block_tokens` tokens; each block is named by a hash chained
-over everything before it, so a block hits only when the whole prefix up to it matches.
+A prompt is cut into full blocks of `block_tokens` tokens (vLLM's default block size on GPUs is
+16); each block is named by a hash chained over everything before it, so a block hits only when
+the whole prefix up to it matches (`hash_block_tokens`, `get_request_block_hasher` in
+`vllm/v1/core/kv_cache_utils.py`). The hit is the run of leading cached blocks, at most
+`num_tokens - 1` tokens: the last prompt token is always recomputed to get its logits
+(`KVCacheManager.get_computed_blocks` in `vllm/v1/core/kv_cache_manager.py`, which also counts
+the request's tokens as prefix-cache queries and the hit tokens as hits: the counters
+`vllm:prefix_cache_queries` and `vllm:prefix_cache_hits` of `vllm/v1/metrics/loggers.py`).
+Eviction is least recently used, and among one prompt's blocks the tail goes first, as in vLLM's
+`FreeKVCacheBlockQueue` (freed blocks are appended in reverse order).
 """
 
 from __future__ import annotations
@@ -36,12 +44,13 @@ class PrefixCache:
         if not self.enabled:
             return 0
         hashes = block_hashes(tokens, self.block_tokens)
+        hittable = (len(tokens) - 1) // self.block_tokens
         hits = 0
-        for h in hashes:
+        for h in hashes[:hittable]:
             if h not in self._blocks:
                 break
             hits += 1
-        for h in hashes:
+        for h in reversed(hashes):
             self._blocks[h] = None
             self._blocks.move_to_end(h)
         while len(self._blocks) > self.capacity_blocks:

@@ -6,18 +6,17 @@ understands more than the gateway does (vLLM's sampling extras, for example).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from llmserver.api.errors import invalid, invalid_json, invalid_text, unsupported_media_type
+from scheduling.prefix_index import block_hashes
 
 # Fields the gateway owns: a client must not set the backend's priority itself.
 _GATEWAY_OWNED = ("priority",)
 SERVICE_TIERS = ("auto", "default", "flex", "priority", "scale")
-_PREFIX_CHARS = 512
 # The width of the usage columns `model` and `user` (tenants.models.UsageRecord): a longer value
 # could not be billed, so it is refused here rather than clipped silently later.
 MAX_NAME_CHARS = 128
@@ -33,7 +32,9 @@ class CompletionRequest:
     include_usage: bool
     max_tokens: int
     prompt_chars: int
-    prefix_key: str
+    # Chained hashes of the rendered prompt's leading blocks (never the text itself): what
+    # backend choice and batching match prefixes on.
+    prefix_blocks: tuple[int, ...]
     wants_flex: bool
     body: dict[str, Any]
 
@@ -115,11 +116,16 @@ def _stop(data: dict[str, Any]) -> None:
         raise invalid("'stop' must be a string or a list of at most 4 strings.", "stop")
 
 
-def _message_text(messages: Any) -> str:
+def _message_text(messages: Any) -> tuple[str, str]:
+    """The messages' text (for the token estimate), and the messages rendered in order with
+    their roles (what the prefix blocks are hashed over: earlier turns are a later turn's
+    prefix)."""
     if not isinstance(messages, list) or not messages:
         raise invalid("'messages' must be a non-empty list of message objects.", "messages")
     parts: list[str] = []
+    rendered: list[str] = []
     for i, message in enumerate(messages):
+        first = len(parts)
         if not isinstance(message, dict):
             raise invalid(f"'messages[{i}]' must be an object.", f"messages[{i}]")
         role = message.get("role")
@@ -139,14 +145,13 @@ def _message_text(messages: Any) -> str:
                 text = part.get("text")
                 if isinstance(text, str):
                     parts.append(text)
-        elif content is None and role in {"assistant", "tool", "function"}:
-            continue
-        else:
+        elif content is not None or role not in {"assistant", "tool", "function"}:
             raise invalid(
                 f"'messages[{i}].content' must be a string or a list of parts.",
                 f"messages[{i}].content",
             )
-    return "\n".join(parts)
+        rendered.append(f"<{role}>" + "\n".join(parts[first:]))
+    return "\n".join(parts), "\n".join(rendered)
 
 
 def _prompt_text(prompt: Any) -> str:
@@ -174,11 +179,15 @@ def validate(
         raise invalid("'model' is required and must be a non-empty string.", "model")
     _storable(model, "model")
     if kind == "chat":
-        text = _message_text(data.get("messages"))
+        text, rendered = _message_text(data.get("messages"))
     else:
         if "prompt" not in data:
             raise invalid("'prompt' is required.", "prompt")
-        text = _prompt_text(data["prompt"])
+        prompt = data["prompt"]
+        text = rendered = _prompt_text(prompt)
+        if isinstance(prompt, list) and isinstance(prompt[0], int):
+            # Token ids stand in as "x"s for the size estimate; their prefix is the ids.
+            rendered = ",".join(str(token) for token in prompt)
     stream = data.get("stream", False)
     if not isinstance(stream, bool):
         raise invalid("'stream' must be a boolean.", "stream")
@@ -208,7 +217,6 @@ def validate(
     body = {k: v for k, v in data.items() if k not in _GATEWAY_OWNED and k != "service_tier"}
     body["max_tokens"] = max_tokens
     body.pop("max_completion_tokens", None)
-    prefix = hashlib.blake2b(text[:_PREFIX_CHARS].encode(), digest_size=8).hexdigest()
     return CompletionRequest(
         kind=kind,
         model=model,
@@ -216,7 +224,7 @@ def validate(
         include_usage=include_usage,
         max_tokens=max_tokens,
         prompt_chars=len(text),
-        prefix_key=prefix,
+        prefix_blocks=block_hashes(rendered),
         wants_flex=tier == "flex",
         body=body,
     )

@@ -147,7 +147,7 @@ class Completion:
                 conf, self.gw.prices(), req.model, req.estimated_prompt_tokens, req.max_tokens
             ),
             estimated_output_tokens=req.max_tokens,
-            prefix_key=req.prefix_key,
+            prefix_blocks=req.prefix_blocks,
             deadline=self.gw.clock() + key.queue_timeout,
             max_queued=key.max_queued,
             max_concurrent=key.max_concurrent,

@@ -103,6 +103,10 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
         stale_after=conf.stale_after,
         within_principal=conf.within_principal,
         aging_seconds=conf.aging_seconds,
+        affinity_slack=conf.affinity_slack,
+        prefix_index_blocks=conf.prefix_index_blocks,
+        batch_slack=conf.batch_slack,
+        batch_min_blocks=conf.batch_min_blocks,
     )
     return GatewayConfig(backends, routes, scheduler, scheduler_backends, prices_in_force(routes))
 

@@ -83,10 +83,35 @@ def test_max_completion_tokens_is_accepted_as_max_tokens():
     assert req.max_tokens == 7 and "max_completion_tokens" not in req.body
 
 
-def test_the_same_prompt_start_gives_the_same_prefix_key():
-    a = check({"model": "m", "prompt": "x" * 600 + "a"}, "completions")
-    b = check({"model": "m", "prompt": "x" * 600 + "b"}, "completions")
-    assert a.prefix_key == b.prefix_key != check(CHAT).prefix_key
+def test_the_same_prompt_start_gives_the_same_prefix_blocks():
+    a = check({"model": "m", "prompt": "x" * 600 + "a" * 64}, "completions")
+    b = check({"model": "m", "prompt": "x" * 600 + "b" * 64}, "completions")
+    assert a.prefix_blocks[:9] == b.prefix_blocks[:9] and a.prefix_blocks != b.prefix_blocks
+
+
+def test_an_earlier_conversation_is_the_prefix_of_its_next_turn():
+    turn = [{"role": "system", "content": "Be brief. " * 30}, {"role": "user", "content": "Hi"}]
+    first = check({"model": "m", "messages": turn})
+    later = [
+        *turn,
+        {"role": "assistant", "content": "Hello! " * 20},
+        {"role": "user", "content": "Tell me more. " * 10},
+    ]
+    second = check({"model": "m", "messages": later})
+    assert len(first.prefix_blocks) >= 4
+    assert second.prefix_blocks[: len(first.prefix_blocks)] == first.prefix_blocks
+
+
+def test_token_id_prompts_are_prefixed_by_their_ids():
+    a = check({"model": "m", "prompt": list(range(100))}, "completions")
+    b = check({"model": "m", "prompt": list(range(1, 101))}, "completions")
+    assert a.prefix_blocks and a.prefix_blocks[0] != b.prefix_blocks[0]
+
+
+def test_the_same_text_under_another_role_is_another_prefix():
+    as_system = check({"model": "m", "messages": [{"role": "system", "content": "y" * 200}]})
+    as_user = check({"model": "m", "messages": [{"role": "user", "content": "y" * 200}]})
+    assert as_system.prefix_blocks[0] != as_user.prefix_blocks[0]
 
 
 @pytest.mark.parametrize("raw", [b"", b"{", b"[1, 2]", b'"text"', b"\xff\xfe"])

@@ -117,3 +117,20 @@ def test_a_bad_environment_value_stops_start_up_with_the_variable_named():
     )
     assert out.returncode != 0
     assert "SCRAPE_INTERVAL must be a number" in out.stderr
+
+
+@pytest.mark.django_db
+def test_the_operators_prefix_and_batching_settings_reach_the_scheduler(settings):
+    from llmserver.conf import gateway_settings
+    from llmserver.runtime.config import load_gateway_config
+
+    settings.LLMSERVER = {
+        **settings.LLMSERVER,
+        "AFFINITY_SLACK": 6,
+        "PREFIX_INDEX_BLOCKS": 1000,
+        "BATCH_SLACK": 2500.0,
+        "BATCH_MIN_BLOCKS": 8,
+    }
+    config = load_gateway_config(gateway_settings()).scheduler
+    assert (config.affinity_slack, config.prefix_index_blocks) == (6, 1000)
+    assert (config.batch_slack, config.batch_min_blocks) == (2500.0, 8)

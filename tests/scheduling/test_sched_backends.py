@@ -1,4 +1,4 @@
-"""Backend choice (cache affinity with slack, least load) and requeue after a backend failure."""
+"""Backend choice (a cached prefix worth `affinity_slack` slots of load, least load) and requeue after a backend failure."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import pytest
 from sched_helpers import ALICE, BOB, ids, job, plain, scheduler
 
 from scheduling import NoBackend
+
+SYS = (11, 12, 13)
 
 
 def test_it_sends_a_job_to_the_least_loaded_backend() -> None:
@@ -17,29 +19,29 @@ def test_it_sends_a_job_to_the_least_loaded_backend() -> None:
 
 def test_it_prefers_the_backend_that_served_the_prefix() -> None:
     s = scheduler(plain("b1"), plain("b2"), affinity_slack=2)
-    s.submit(first := job(prefix_key="sys-prompt"), 0.0)
+    s.submit(first := job(prefix_blocks=SYS), 0.0)
     home = s.select(0.0)[0].backend
-    s.submit(job(BOB, prefix_key="sys-prompt"), 0.0)
+    s.submit(job(BOB, prefix_blocks=SYS), 0.0)
     assert s.select(0.0)[0].backend == home
     assert s.backends[home].in_flight == 2 and first.id in s.entries
 
 
 def test_it_leaves_the_affine_backend_when_loaded_past_the_slack() -> None:
     s = scheduler(plain("b1"), plain("b2"), affinity_slack=2)
-    s.submit(job(prefix_key="p"), 0.0)
+    s.submit(job(prefix_blocks=SYS), 0.0)
     home = s.select(0.0)[0].backend
     other = "b2" if home == "b1" else "b1"
     s.backends[home].in_flight = 3  # least loaded has 0: 3 > 0 + 2
-    s.submit(job(BOB, prefix_key="p"), 0.0)
+    s.submit(job(BOB, prefix_blocks=SYS), 0.0)
     assert s.select(0.0)[0].backend == other
 
 
 def test_it_stays_on_the_affine_backend_within_the_slack() -> None:
     s = scheduler(plain("b1"), plain("b2"), affinity_slack=2)
-    s.submit(job(prefix_key="p"), 0.0)
+    s.submit(job(prefix_blocks=SYS), 0.0)
     home = s.select(0.0)[0].backend
     s.backends[home].in_flight = 2
-    s.submit(job(BOB, prefix_key="p"), 0.0)
+    s.submit(job(BOB, prefix_blocks=SYS), 0.0)
     assert s.select(0.0)[0].backend == home
 
 

@@ -1,0 +1,117 @@
+"""Prefix-aware routing through the gateway: requests sharing a long prompt prefix, and the turns
+of one conversation, go to the backend that already holds the prefix, even while it is busier
+than the others."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from simulator.launcher import RunningSimulator, start_simulator
+from tenants.models import ApiKey, AppType, Backend, ModelRoute
+from tests.api.conftest import MODEL, read_all, simulator_metric, start, usage_rows, wait_for
+
+SYSTEM = "You answer questions about the Acme billing system, briefly and politely. " * 40
+
+
+@pytest.fixture(scope="module")
+def more_simulators() -> Iterator[list[RunningSimulator]]:
+    sims = [
+        start_simulator("--max-num-seqs", "4", "--model", MODEL, "--speed", "10") for _ in range(2)
+    ]
+    yield sims
+    for sim in sims:
+        sim.stop()
+
+
+@pytest.fixture
+def pool(world: dict[str, Any], more_simulators: list[RunningSimulator]) -> dict[str, Any]:
+    """Three backends behind one model, and a second user (bob) beside alice."""
+    for i, sim in enumerate(more_simulators):
+        backend = Backend.objects.create(name=f"sim-{i}", base_url=sim.url, kind="vllm")
+        ModelRoute.objects.create(public_name=MODEL, backend=backend)
+    _, bob = ApiKey.objects.create_key(tenant=world["tenant"], user="bob", app_type=AppType.CHAT)
+    sims = {"sim": world["sim"], **{f"sim-{i}": s for i, s in enumerate(more_simulators)}}
+    return {**world, "bob": bob, "sims": sims}
+
+
+def body(messages: list[dict[str, str]], max_tokens: int = 4) -> bytes:
+    return json.dumps(
+        {"model": MODEL, "stream": True, "max_tokens": max_tokens, "messages": messages}
+    ).encode()
+
+
+def asking(question: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+
+
+def in_flight(gw: Any) -> dict[str, int]:
+    return {name: b.in_flight for name, b in gw.scheduler.core.backends.items()}
+
+
+async def all_ready(gw: Any) -> None:
+    await wait_for(lambda: all(b.gates[0].open for b in gw.snapshot().backends), 5.0)
+
+
+async def a_long_request_on_one_backend(gw: Any, key: str, question: str) -> tuple[Any, str]:
+    """A long streaming request, and the backend it runs on (the busiest from then on)."""
+    comm = await start(key, body(asking(question), max_tokens=2000))
+    await wait_for(lambda: sum(in_flight(gw).values()) == 1, 5.0)
+    (home,) = [name for name, n in in_flight(gw).items() if n]
+    return comm, home
+
+
+async def hang_up(gw: Any, comm: Any) -> None:
+    await comm.send_input({"type": "http.disconnect"})
+    await wait_for(lambda: not any(in_flight(gw).values()), 5.0)
+
+
+async def test_requests_sharing_a_long_prefix_go_to_the_backend_that_holds_it(
+    pool: dict[str, Any],
+) -> None:
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    gw = await get_gateway()
+    try:
+        await all_ready(gw)
+        first, home = await a_long_request_on_one_backend(gw, pool["alice"], "How do I pay?")
+        status, _, _ = await read_all(await start(pool["bob"], body(asking("Any refund?"))))
+        assert status == 200
+        await hang_up(gw, first)
+    finally:
+        await reset_gateway()
+    assert [row["backend"] for row in await usage_rows()] == [home, home]
+    assert await simulator_metric(pool["sims"][home], "vllm:prefix_cache_hits_total") > 0
+
+
+async def test_the_turns_of_a_conversation_follow_it_to_its_backend(
+    pool: dict[str, Any],
+) -> None:
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    turn = [{"role": "system", "content": "Be exact. " * 60}, {"role": "user", "content": "Hi"}]
+    gw = await get_gateway()
+    try:
+        await all_ready(gw)
+        status, _, _ = await read_all(await start(pool["alice"], body(turn)))
+        assert status == 200
+        core = gw.scheduler.core
+        (home,) = [name for name in core.backends if core.prefixes.size(name)]
+        # Another user's long request, with another prefix, lands there too (an idle pool's
+        # tie goes by name): the conversation's backend is now the busiest.
+        other, busy = await a_long_request_on_one_backend(gw, pool["bob"], "Something else")
+        assert busy == home
+        turn += [
+            {"role": "assistant", "content": "Hello! How can I help with your invoice today?"},
+            {"role": "user", "content": "Explain my last invoice."},
+        ]
+        status, _, _ = await read_all(await start(pool["alice"], body(turn)))
+        assert status == 200
+        await hang_up(gw, other)
+    finally:
+        await reset_gateway()
+    alice_rows = [r["backend"] for r in await usage_rows() if r["user"] == "alice"]
+    assert alice_rows == [home, home]
