@@ -79,7 +79,7 @@ def request() -> CompletionRequest:
         include_usage=False,
         max_tokens=1,
         prompt_chars=2,
-        prefix_key="k",
+        prefix_blocks=(),
         wants_flex=False,
         body=body,
     )
