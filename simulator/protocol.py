@@ -100,10 +100,8 @@ def chat_prompt(messages: list[Any]) -> str:
     )
 
 
-def parse_tokenize(raw: bytes, model: str) -> list[str]:
-    """vLLM's `/tokenize` (`vllm/entrypoints/openai/api_server.py`, `TokenizeRequest` in
-    `vllm/entrypoints/openai/protocol.py`): a `prompt`, or `messages` rendered with the chat
-    template, as a chat completion would count them."""
+def _request_body(raw: bytes, model: str) -> dict[str, Any]:
+    """The JSON object of a request for `model`, or the RequestError vLLM answers with."""
     try:
         body = json.loads(raw or b"{}")
     except (ValueError, UnicodeDecodeError) as exc:
@@ -112,6 +110,14 @@ def parse_tokenize(raw: bytes, model: str) -> list[str]:
         raise RequestError(400, "The request body must be a JSON object.")
     if body.get("model", model) != model:
         raise RequestError(404, f"The model `{body.get('model')}` does not exist.", "model")
+    return body
+
+
+def parse_tokenize(raw: bytes, model: str) -> list[str]:
+    """vLLM's `/tokenize` (`vllm/entrypoints/openai/api_server.py`, `TokenizeRequest` in
+    `vllm/entrypoints/openai/protocol.py`): a `prompt`, or `messages` rendered with the chat
+    template, as a chat completion would count them."""
+    body = _request_body(raw, model)
     messages = body.get("messages")
     if isinstance(messages, list) and messages:
         _continued_tokens(body, messages)  # the same refusals as the chat endpoint
@@ -123,14 +129,7 @@ def parse_tokenize(raw: bytes, model: str) -> list[str]:
 
 
 def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -> SimRequest:
-    try:
-        body = json.loads(raw or b"{}")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError(400, f"Invalid JSON body: {exc}") from exc
-    if not isinstance(body, dict):
-        raise RequestError(400, "The request body must be a JSON object.")
-    if body.get("model", model) != model:
-        raise RequestError(404, f"The model `{body.get('model')}` does not exist.", "model")
+    body = _request_body(raw, model)
     output_offset = 0
     if chat:
         messages = body.get("messages")

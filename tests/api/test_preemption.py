@@ -6,8 +6,9 @@ stream continues later, and its client sees one uninterrupted answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -68,6 +69,17 @@ def openai_world(transactional_db: None, three_slots: RunningSimulator, settings
     return make_world(three_slots, settings, kind="openai")
 
 
+@contextlib.asynccontextmanager
+async def running_gateway() -> AsyncIterator[Any]:
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    gw = await get_gateway()
+    try:
+        yield gw
+    finally:
+        await reset_gateway()
+
+
 def events(body: bytes) -> list[dict[str, Any]]:
     lines = [x[6:] for x in body.decode().split("\n") if x.startswith("data: ")]
     return [json.loads(x) for x in lines if x != "[DONE]"]
@@ -111,11 +123,8 @@ PROMPT_TOKENS = len(tokenize(chat_prompt(MESSAGES)))
 
 
 async def test_a_paused_stream_continues_as_one_answer_with_one_id_and_the_whole_usage(vllm_world):
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
-
     power_key, light_key = vllm_world
-    gw = await get_gateway()
-    try:
+    async with running_gateway() as gw:
         await wait_for(lambda: gw.snapshot().backends[0].gates[0].open, 5)
         power = await power_streams_running(gw, power_key, 3)
         light = await start(light_key, chat_body(max_tokens=4))
@@ -136,16 +145,11 @@ async def test_a_paused_stream_continues_as_one_answer_with_one_id_and_the_whole
         assert [(r["prompt_tokens"], r["completion_tokens"]) for r in rows] == [
             (PROMPT_TOKENS, POWER_TOKENS)
         ] * 3
-    finally:
-        await reset_gateway()
 
 
 async def test_a_non_preemptible_tier_is_never_paused(pinned_world):
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
-
     power_key, light_key = pinned_world
-    gw = await get_gateway()
-    try:
+    async with running_gateway() as gw:
         await wait_for(lambda: gw.snapshot().backends[0].gates[0].open, 5)
         power = await power_streams_running(gw, power_key, 3)
         light = await start(light_key, chat_body(max_tokens=4))
@@ -153,16 +157,11 @@ async def test_a_non_preemptible_tier_is_never_paused(pinned_world):
         status, _, _ = await read_all(light, 30)
         assert status == 200
         assert gw.scheduler.core.totals["evicted"] == 0
-    finally:
-        await reset_gateway()
 
 
 async def test_a_backend_that_cannot_continue_a_message_keeps_a_started_stream(openai_world):
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
-
     power_key, light_key = openai_world
-    gw = await get_gateway()
-    try:
+    async with running_gateway() as gw:
         power = await power_streams_running(gw, power_key, 3)
         light = await start(light_key, chat_body(max_tokens=4))
         await wait_for(lambda: gw.scheduler.core.totals["evicted"] >= 1, 10)
@@ -171,16 +170,11 @@ async def test_a_backend_that_cannot_continue_a_message_keeps_a_started_stream(o
         assert gw.scheduler.core.totals["preempted"] == 0
         status, _, _ = await read_all(light, 30)
         assert status == 200
-    finally:
-        await reset_gateway()
 
 
 async def test_a_non_streamed_request_paused_before_its_answer_starts_again_whole(vllm_world):
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
-
     power_key, light_key = vllm_world
-    gw = await get_gateway()
-    try:
+    async with running_gateway() as gw:
         await wait_for(lambda: gw.snapshot().backends[0].gates[0].open, 5)
         body = chat_body(max_tokens=POWER_TOKENS, stream=False, messages=MESSAGES)
         power = [await start(power_key, body) for _ in range(3)]
@@ -193,16 +187,11 @@ async def test_a_non_streamed_request_paused_before_its_answer_starts_again_whol
         for answer in answers:
             assert answer["choices"][0]["message"]["content"] == UNINTERRUPTED
             assert answer["usage"]["completion_tokens"] == POWER_TOKENS
-    finally:
-        await reset_gateway()
 
 
 async def test_a_paused_stream_whose_client_hangs_up_is_billed_what_it_received(vllm_world):
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
-
     power_key, light_key = vllm_world
-    gw = await get_gateway()
-    try:
+    async with running_gateway() as gw:
         await wait_for(lambda: gw.snapshot().backends[0].gates[0].open, 5)
         power = await power_streams_running(gw, power_key, 3)
         light = await start(light_key, chat_body(max_tokens=40))
@@ -224,5 +213,3 @@ async def test_a_paused_stream_whose_client_hangs_up_is_billed_what_it_received(
         assert {r["status"] for r in rows} == {"cancelled"}
         assert [q for q in gw.snapshot().queues if q.user == "power"] == []
         await read_all(light, 30)
-    finally:
-        await reset_gateway()

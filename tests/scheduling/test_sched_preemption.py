@@ -26,6 +26,18 @@ def pool(capacity: int = 4, preemption: bool = True, **config: Any) -> Scheduler
     return s
 
 
+def two_backends() -> Scheduler:
+    """A pool of two backends of two slots each."""
+    backends = [
+        BackendConfig(name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True)
+        for name in ("b1", "b2")
+    ]
+    s = scheduler(*backends, gates=FULL_AT_CAPACITY)
+    for name in ("b1", "b2"):
+        s.update_metrics(name, fresh(waiting=0, running=0))
+    return s
+
+
 def flood(s: Scheduler, n: int, band: int = 1, at: float = 0.0, **kw: Any) -> list[Job]:
     jobs = [job(ALICE, band=band, preemptible=True, max_concurrent=64, **kw) for _ in range(n)]
     for i, j in enumerate(jobs):
@@ -123,13 +135,7 @@ def test_no_second_eviction_on_a_backend_until_the_first_is_confirmed():
 
 
 def test_each_waiter_gets_its_own_eviction_across_the_backends_of_a_pool():
-    backends = [
-        BackendConfig(name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True)
-        for name in ("b1", "b2")
-    ]
-    s = scheduler(*backends, gates=FULL_AT_CAPACITY)
-    for name in ("b1", "b2"):
-        s.update_metrics(name, fresh(waiting=0, running=0))
+    s = two_backends()
     flood(s, 4)
     s.submit(light(), 1.0)
     s.submit(job(CHARLIE, preempt_after=0.15), 1.0)
@@ -138,13 +144,7 @@ def test_each_waiter_gets_its_own_eviction_across_the_backends_of_a_pool():
 
 
 def test_a_waiter_with_an_eviction_under_way_does_not_ask_for_another():
-    backends = [
-        BackendConfig(name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True)
-        for name in ("b1", "b2")
-    ]
-    s = scheduler(*backends, gates=FULL_AT_CAPACITY)
-    for name in ("b1", "b2"):
-        s.update_metrics(name, fresh(waiting=0, running=0))
+    s = two_backends()
     flood(s, 4)
     s.submit(light(), 1.0)
     assert len(s.dispatch_once(1.2).evicted) == 1
