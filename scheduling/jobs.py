@@ -31,7 +31,8 @@ class Job:
     scheduler's clock; `max_queued` and `max_concurrent` are the principal's limits from its tier.
     `preemptible`: the job may be evicted from its backend to make room (and resumed later);
     `preempt_after`: once it has waited this long (seconds) with every slot busy, it may evict
-    one (None: it never does). `prefix_blocks`: chained hashes of its prompt's leading blocks
+    one (None: it never does). `demoted`: admission moved it to a lower band because its tenant
+    is over budget (the dashboard says so). `prefix_blocks`: chained hashes of its prompt's leading blocks
     (`scheduling.prefix_index.block_hashes`), what backend choice and batching match on.
     """
 
@@ -49,6 +50,7 @@ class Job:
     enqueued_at: float | None = None
     preemptible: bool = False
     preempt_after: float | None = None
+    demoted: bool = False
 
 
 @dataclass(frozen=True, slots=True)

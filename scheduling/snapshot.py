@@ -10,14 +10,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scheduling.backend_state import BackendMetrics
+from scheduling.config import GateThresholds
 from scheduling.core import Scheduler
-from scheduling.gate import gate_open, is_usable
+from scheduling.gate import GateDecision, gate_open, is_usable
 from scheduling.jobs import BANDS
+from scheduling.lanes import Lane
 
 
 @dataclass(frozen=True, slots=True)
 class QueueView:
-    """One non-empty or busy lane: a principal's jobs for one model in one band."""
+    """One non-empty or busy lane: a principal's jobs for one model in one band.
+
+    `waiting_reason` says why its queued jobs are not running yet ("" when none are queued);
+    see `waiting_reason`."""
 
     model: str
     band: int
@@ -26,6 +31,7 @@ class QueueView:
     depth: int
     in_flight: int
     service: float
+    waiting_reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +84,7 @@ def build_snapshot(scheduler: Scheduler, now: float) -> SchedulerSnapshot:
             lane.live,
             lane.in_flight,
             lane.service,
+            waiting_reason(scheduler, lane, now),
         )
         for lane in scheduler.lanes.values()
         if lane.live or lane.in_flight
@@ -109,3 +116,52 @@ def build_snapshot(scheduler: Scheduler, now: float) -> SchedulerSnapshot:
         **scheduler.totals,
     }
     return SchedulerSnapshot(now, queues, backends, totals)
+
+
+def waiting_reason(scheduler: Scheduler, lane: Lane, now: float) -> str:
+    """Why `lane`'s next job is still queued, in an operator's words, first cause first.
+
+    The checks mirror `Scheduler._dispatch_one`: the principal at its concurrency cap; every
+    gate of the model's pool closed for this band (each backend with the threshold that closed
+    it); jobs of a higher band of the same model queued ahead; else it waits its fair-share
+    turn. A job moved down a band for being over budget says so too.
+    """
+    head = lane.queue.peek() if lane.live else None
+    if head is None:
+        return ""
+    reasons: list[str] = []
+    principal = scheduler.principals.get(lane.principal)
+    cap = head.job.max_concurrent
+    if principal is not None and principal.in_flight >= cap:
+        reasons.append(f"per-user concurrency cap ({principal.in_flight} of {cap} in flight)")
+    config = scheduler.config
+    thresholds = config.gates.get(lane.band)
+    pool = [s for s in scheduler.backends.values() if lane.model in s.config.models]
+    decisions = [(s.name, gate_open(s, thresholds, now, config.stale_after)) for s in pool]
+    if not any(d.open for _, d in decisions):
+        closed = ", ".join(f"{name} {_threshold(d, thresholds)}" for name, d in decisions)
+        reasons.append(f"gate closed: {closed or 'no backend serves this model'}")
+    ahead = sum(
+        other.live
+        for other in scheduler.lanes.values()
+        if other.model == lane.model and other.band < lane.band and other.live
+    )
+    if ahead:
+        reasons.append(f"behind a higher band ({ahead} queued)")
+    if not reasons:
+        reasons.append("waiting its fair-share turn")
+    if head.job.demoted:
+        reasons.append("demoted to this band: over budget")
+    return "; ".join(reasons)
+
+
+def _threshold(decision: GateDecision, thresholds: GateThresholds | None) -> str:
+    """The gate's reason with the limit it hit, e.g. "tpot >= 0.15 s"."""
+    if thresholds is not None:
+        if decision.reason == "waiting":
+            return f"waiting >= {max(thresholds.max_waiting or 1, 1)}"
+        if decision.reason == "tpot":
+            return f"tpot >= {thresholds.max_tpot_seconds} s"
+        if decision.reason == "kv_cache":
+            return f"kv_cache >= {thresholds.max_kv_cache_usage}"
+    return decision.reason

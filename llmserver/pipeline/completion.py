@@ -153,6 +153,7 @@ class Completion:
             max_concurrent=key.max_concurrent,
             preemptible=key.preemptible and req.body.get("n") in (None, 1),
             preempt_after=key.preempt_after,
+            demoted=band > key.band,
         )
 
     def _cost_so_far(self) -> float:

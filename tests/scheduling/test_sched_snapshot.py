@@ -7,6 +7,8 @@ from dataclasses import asdict
 
 from sched_helpers import ALICE, BOB, fresh, job, metered, plain, scheduler
 
+from scheduling import GateThresholds, Scheduler
+
 from scheduling import build_snapshot
 
 
@@ -24,6 +26,7 @@ def test_it_is_json_serialisable_with_the_agreed_keys() -> None:
         "depth",
         "in_flight",
         "service",
+        "waiting_reason",
     }
     b1 = snap["backends"][0]
     assert {
@@ -95,3 +98,62 @@ def test_it_counts_totals() -> None:
     s.complete(a.id, 1.0)
     t = build_snapshot(s, 0.0).totals
     assert (t["dispatched"], t["completed"], t["cancelled"], t["queued"]) == (1, 1, 1, 0)
+
+
+def _reason(s: Scheduler, user: str, band: int = 1, now: float = 0.0) -> str:
+    (q,) = [q for q in build_snapshot(s, now).queues if q.user == user and q.band == band]
+    return q.waiting_reason
+
+
+def test_a_principal_at_its_concurrency_cap_is_said_to_wait_for_its_cap() -> None:
+    s = scheduler(plain(max_in_flight=8))
+    s.submit(job(ALICE, max_concurrent=1), 0.0)
+    s.submit(job(ALICE, max_concurrent=1), 0.0)
+    s.select(0.0)
+    assert _reason(s, "alice") == "per-user concurrency cap (1 of 1 in flight)"
+
+
+def test_a_closed_gate_is_named_with_the_threshold_that_closed_it() -> None:
+    s = scheduler(metered(), gates={1: GateThresholds(max_waiting=3, max_tpot_seconds=0.1)})
+    s.update_metrics("b1", fresh(tpot=0.2))
+    s.submit(job(ALICE), 0.0)
+    s.select(0.0)
+    assert _reason(s, "alice") == "gate closed: b1 tpot >= 0.1 s"
+
+
+def test_a_lower_band_waits_behind_the_higher_band_queued_ahead() -> None:
+    s = scheduler(plain(max_in_flight=1))
+    s.submit(job(BOB, band=0), 0.0)
+    s.submit(job(BOB, band=0), 0.0)
+    s.submit(job(ALICE, band=2), 0.0)
+    s.select(0.0)
+    assert "behind a higher band (1 queued)" in _reason(s, "alice", band=2)
+
+
+def test_a_job_demoted_for_its_budget_says_so() -> None:
+    s = scheduler(plain(max_in_flight=1))
+    s.submit(job(BOB), 0.0)
+    s.submit(job(ALICE, band=2, demoted=True), 0.0)
+    s.select(0.0)
+    assert _reason(s, "alice", band=2).endswith("demoted to this band: over budget")
+
+
+def test_a_full_backend_closes_the_gate_on_max_in_flight() -> None:
+    s = scheduler(plain(max_in_flight=1))
+    s.submit(job(BOB), 0.0)
+    s.submit(job(ALICE), 0.0)
+    s.select(0.0)
+    assert _reason(s, "alice") == "gate closed: b1 max_in_flight"
+
+
+def test_a_principal_held_by_nothing_else_waits_its_fair_share_turn() -> None:
+    s = scheduler(plain(max_in_flight=4))
+    s.submit(job(ALICE), 0.0)
+    assert _reason(s, "alice") == "waiting its fair-share turn"
+
+
+def test_a_lane_with_nothing_queued_has_no_reason() -> None:
+    s = scheduler(plain())
+    s.submit(job(ALICE), 0.0)
+    s.select(0.0)
+    assert _reason(s, "alice") == ""
