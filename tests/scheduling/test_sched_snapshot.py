@@ -7,9 +7,7 @@ from dataclasses import asdict
 
 from sched_helpers import ALICE, BOB, fresh, job, metered, plain, scheduler
 
-from scheduling import GateThresholds, Scheduler
-
-from scheduling import build_snapshot
+from scheduling import GateThresholds, Scheduler, build_snapshot
 
 
 def test_it_is_json_serialisable_with_the_agreed_keys() -> None:
