@@ -216,6 +216,7 @@ class Completion:
         self.draft.first_token_at = timezone.now()
         now = time.monotonic()
         self.gw.metrics.ttft.labels(str(self.draft.band)).observe(now - self.arrived)
+        self.gw.recent_ttft.append((self.draft.band, now - self.arrived))
         queued = (self.dispatched_at or now) - self.arrived
         return {"x-request-id": self.request_id, "x-queue-time-ms": f"{queued * 1000:.1f}"}
 

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 
@@ -33,6 +34,7 @@ from tenants.models import BackendKind
 log = logging.getLogger(__name__)
 RELOAD_INTERVAL = 5.0
 PUBLISH_INTERVAL = 0.5
+RECENT_TTFT_KEPT = 10_000
 # How often the cached keys are checked against the database, so that a key revoked by another
 # process stops working within about this long (one indexed query over the cached ids).
 REVOCATION_INTERVAL = 0.5
@@ -62,6 +64,8 @@ class Gateway:
         # Live requests' ids -> the API key that sent them: for GET /v1/requests/{id}.
         self.owners: dict[str, int] = {}
         self.service_times = ServiceTimes()
+        # (band, seconds) of first tokens since the last dashboard update; drained when published.
+        self.recent_ttft: deque[tuple[int, float]] = deque(maxlen=RECENT_TTFT_KEPT)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started = False
 
@@ -218,13 +222,27 @@ class Gateway:
         while True:
             await asyncio.sleep(PUBLISH_INTERVAL)
             snap = self.snapshot()
-            if snap.same_state(last):
+            if snap.same_state(last) and not self.recent_ttft:
                 continue
             last = snap
             try:
-                await publish_snapshot(asdict(snap))
+                await publish_snapshot(
+                    {**asdict(snap), "wall": time.time(), "ttft": self._drain_ttft()}
+                )
             except Exception:
                 log.exception("publishing the dashboard snapshot failed")
+
+    def _drain_ttft(self) -> dict[int, dict[str, float]]:
+        """Mean and max time to first token per band since the last update, for the charts;
+        `/metrics` keeps the histograms."""
+        per_band: dict[int, list[float]] = {}
+        while self.recent_ttft:
+            band, seconds = self.recent_ttft.popleft()
+            per_band.setdefault(band, []).append(seconds)
+        return {
+            band: {"mean": sum(xs) / len(xs), "max": max(xs), "count": len(xs)}
+            for band, xs in per_band.items()
+        }
 
     def snapshot(self) -> SchedulerSnapshot:
         return self.scheduler.snapshot()

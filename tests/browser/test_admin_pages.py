@@ -110,6 +110,8 @@ def screenshot(driver: webdriver.Chrome, name: str) -> None:
 
 def login(driver: webdriver.Chrome, gw: Gateway) -> None:
     driver.get(gw.url + "/admin/login/")
+    if "/admin/login/" not in driver.current_url:  # this browser's session is logged in already
+        return
     driver.find_element(By.NAME, "username").send_keys("admin")
     driver.find_element(By.NAME, "password").send_keys(gw.demo["admin_password"])
     driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
@@ -168,3 +170,60 @@ def test_it_shows_the_report_and_a_live_dashboard(
     screenshot(browser, "dashboard.png")
     for t in threads:
         t.join(timeout=25)
+
+
+WHY = ("per-user concurrency cap", "gate closed", "behind a higher band", "fair-share turn")
+
+
+def test_the_dashboard_charts_a_flood_and_says_why_each_principal_waits(
+    gateway: Gateway, browser: webdriver.Chrome
+) -> None:
+    login(browser, gateway)
+    browser.set_window_size(1280, 1500)
+    browser.get(gateway.url + "/admin/dashboard/")
+    wait = WebDriverWait(browser, 20, poll_frequency=0.1)
+    wait.until(lambda d: d.find_element(By.ID, "dash-conn").text == "live")
+    threads = completions(gateway, 12)
+    wait.until(
+        lambda d: (
+            "acme/alice" in d.find_element(By.ID, "chart-principals-legend").text
+            or "alice" in d.find_element(By.ID, "chart-principals-legend").text
+        )
+    )
+    assert browser.find_elements(By.CSS_SELECTOR, "#chart-principals path.series")
+    assert browser.find_elements(
+        By.CSS_SELECTOR, "#chart-bands rect.strip-open, #chart-bands rect.strip-closed"
+    )
+    reason = wait.until(
+        lambda d: next(
+            (
+                td.text
+                for td in d.find_elements(By.CSS_SELECTOR, "#dash-queues td.why")
+                if any(w in td.text for w in WHY)
+            ),
+            None,
+        )
+    )
+    assert any(w in reason for w in WHY)
+    screenshot(browser, "dashboard.png")
+    for t in threads:
+        t.join(timeout=25)
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-ttft path.series"))
+
+
+def test_the_dashboard_fits_a_1280_pixel_screen(
+    gateway: Gateway, browser: webdriver.Chrome
+) -> None:
+    login(browser, gateway)
+    browser.set_window_size(1280, 1500)
+    browser.get(gateway.url + "/admin/dashboard/")
+    WebDriverWait(browser, 20).until(
+        lambda d: (
+            "sim" in d.find_element(By.ID, "dash-backends").text
+            or "No backends" in d.find_element(By.ID, "dash-backends").text
+        )
+    )
+    overflow = browser.execute_script(
+        "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0
