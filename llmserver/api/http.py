@@ -122,6 +122,11 @@ class CompletionSink:
         line = f": queued position={position} eta_s={eta_s:.1f}\n\n"
         await self.consumer.send_body(line.encode(), more_body=True)
 
+    async def dispatched(self, queue_time_ms: str) -> None:
+        """After early headers, the real X-Queue-Time-Ms as a comment before the first token."""
+        line = f": dispatched queue_time_ms={queue_time_ms}\n\n"
+        await self.consumer.send_body(line.encode(), more_body=True)
+
     async def body(self, payload: bytes) -> None:
         await self.consumer.send_body(payload, more_body=True)
 

@@ -48,6 +48,10 @@ class SocketSink:
             )
         )
 
+    async def dispatched(self, queue_time_ms: str) -> None:
+        """Never called: a socket's `start` event waits for the first token and carries the
+        queue time in its headers."""
+
     async def start(self, status: int, headers: dict[str, str], stream: bool) -> None:
         await self.consumer.send(
             text_data=json.dumps({"type": "start", "id": json.loads(self.id), "headers": headers})

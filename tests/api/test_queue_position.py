@@ -8,6 +8,7 @@ import json
 from asgiref.sync import sync_to_async
 from channels.testing import ApplicationCommunicator, WebsocketCommunicator
 
+from llmserver.pipeline.completion import QUEUE_REPORT_SECONDS
 from tenants.models import ApiKey
 from tests.api.conftest import MODEL, chat_body, read_all, start, wait_for
 
@@ -69,6 +70,25 @@ async def test_a_queued_stream_gets_position_comments_then_its_tokens(gateway, w
     assert events[-1] == b"data: [DONE]"
     ids = {json.loads(e[6:])["id"] for e in events[:-1]}
     assert ids == {request_id}
+
+
+async def test_a_queued_stream_learns_its_queue_time_before_its_first_token(gateway, world):
+    running = await occupy(gateway, world["alice"])
+    queued = await start(world["alice"], chat_body(max_tokens=3))
+    head = await queued.receive_output(5)
+    assert b"x-queue-time-ms" not in dict(head["headers"])  # not known when the headers go out
+    assert (await queued.receive_output(5))["body"].startswith(b": queued position=0")
+    await running.send_input({"type": "http.disconnect"})
+    rest = b""
+    while True:
+        message = await queued.receive_output(10)
+        rest += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    blocks = [b for b in rest.split(b"\n\n") if not b.startswith(b": queued")]
+    assert blocks[0].startswith(b": dispatched queue_time_ms=")
+    assert float(blocks[0].split(b"=")[1]) >= 1000 * QUEUE_REPORT_SECONDS
+    assert blocks[1].startswith(b"data: ")
 
 
 async def test_another_keys_request_is_not_found(gateway, world):
