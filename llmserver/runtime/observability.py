@@ -89,6 +89,14 @@ class SnapshotCollector(Collector):
         )
         pending.add_metric([], self._usage.pending)
         yield pending
+        cost = CounterMetricFamily(
+            "llmserver_cost",
+            "Cost of the usage rows written, by tenant, in the cost rules' currency.",
+            labels=["tenant"],
+        )
+        for tenant, spent in sorted(self._usage.cost_by_tenant.items()):
+            cost.add_metric([tenant], float(spent))
+        yield cost
         # Rows the database refused even alone (logged with their request id); not retried.
         yield CounterMetricFamily(
             "llmserver_usage_failed",

@@ -150,9 +150,10 @@ def insert(records: list[UsageRecord]) -> None:
             cursor.execute(head + ", ".join([row] * len(chunk)), params)
 
 
-def write(drafts: list[UsageDraft]) -> int:
+def write(drafts: list[UsageDraft]) -> list[UsageRecord]:
     """One transaction per batch: one commit (an fsync on SQLite) instead of one per statement.
-    No conflict is ignored: a duplicate request id fails the batch like any bad row would."""
+    No conflict is ignored: a duplicate request id fails the batch like any bad row would.
+    Returns the rows written, in the order of `drafts`."""
     records = price(drafts)
     last_used: dict[int, datetime] = {}
     for d in drafts:
@@ -163,7 +164,7 @@ def write(drafts: list[UsageDraft]) -> int:
         insert(records)
         for key_id, stamp in last_used.items():
             ApiKey.objects.filter(pk=key_id).update(last_used_at=stamp)
-    return len(records)
+    return records
 
 
 class UsageWriter:
@@ -182,6 +183,9 @@ class UsageWriter:
         self._lock = asyncio.Lock()
         self.written = 0
         self.failed = 0
+        # The cost of the rows written, per tenant slug (the tenants of real keys: a bounded
+        # label set), exactly as billed: `/metrics` exports it as llmserver_cost_total.
+        self.cost_by_tenant: dict[str, Decimal] = {}
 
     def add(self, draft: UsageDraft) -> None:
         self._pending.append(draft)
@@ -206,7 +210,11 @@ class UsageWriter:
         """Write `batch`, the head of the queue, and take it off the queue. On a failure other
         than an unreachable database, split it in halves; a single row that fails is dropped."""
         try:
-            self.written += await run_db(write, batch)
+            records = await run_db(write, batch)
+            self.written += len(records)
+            for draft, record in zip(batch, records, strict=True):
+                slug = draft.tenant_slug
+                self.cost_by_tenant[slug] = self.cost_by_tenant.get(slug, Decimal(0)) + record.cost
         except UNREACHABLE:
             raise
         except Exception:

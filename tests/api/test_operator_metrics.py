@@ -6,11 +6,17 @@ from __future__ import annotations
 import json
 import logging
 import re
+from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
+import pytest
+from asgiref.sync import sync_to_async
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.api.conftest import chat_body, read_all, start
+from tenants.models import CostRule
+from tests.api.conftest import MODEL, chat_body, read_all, start, usage_rows
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 FUNCTIONS = {"sum", "by", "rate", "increase", "histogram_quantile", "max", "le", "without"}
@@ -65,6 +71,24 @@ async def test_a_request_shows_in_duration_and_tenant_wait_histograms(gateway, w
     text = gateway.metrics.render().decode()
     assert 'llmserver_request_duration_seconds_count{band="0",model="demo-llama"} 1.0' in text
     assert 'llmserver_tenant_queue_wait_seconds_count{tenant="acme"} 1.0' in text
+
+
+async def test_cost_per_tenant_is_exported_as_billed_on_its_usage_rows(gateway, world):
+    await sync_to_async(CostRule.objects.create)(
+        model=MODEL,
+        input_per_million=Decimal("1000"),
+        output_per_million=Decimal("4000"),
+        effective_from=timezone.now() - timedelta(days=1),
+    )
+    await read_all(await start(world["alice"], chat_body()))
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    families = text_string_to_metric_families(gateway.metrics.render().decode())
+    [cost] = [f for f in families if f.name == "llmserver_cost"]
+    assert [(s.labels, s.value) for s in cost.samples] == [
+        ({"tenant": "acme"}, pytest.approx(float(row["cost"])))
+    ]
+    assert row["cost"] > 0
 
 
 async def test_each_request_writes_one_json_access_line_without_secrets_or_prompt(
