@@ -19,6 +19,7 @@ from tenants.models import (
     UsageRecord,
 )
 from tenants.models.keys import PREFIX_LENGTH, generate_key, hash_key
+from tenants.models.tiers import band_gates
 
 
 @admin.register(Tier)
@@ -47,10 +48,40 @@ class TierAdmin(admin.ModelAdmin[Any]):
         ),
         (
             "Gate for this band",
-            {"fields": ["gate_max_waiting", "gate_max_tpot_ms", "gate_max_kv_cache_usage"]},
+            {
+                "fields": [
+                    "gate_max_waiting",
+                    "gate_max_tpot_ms",
+                    "gate_max_kv_cache_usage",
+                    "gate_in_force",
+                ]
+            },
         ),
         ("Making room", {"fields": ["preempt_after_ms", "preemptible"]}),
     ]
+    readonly_fields = ["gate_in_force"]
+
+    @admin.display(description="Gate in force")
+    def gate_in_force(self, tier: Tier) -> str:
+        """The scheduler gates bands, not tiers: with other tiers in the band, say which
+        thresholds it really applies (the strictest of each)."""
+        if tier.pk is None:
+            return "Saved tiers only."
+        others = list(
+            Tier.objects.filter(band=tier.band).exclude(pk=tier.pk).values_list("name", flat=True)
+        )
+        if not others:
+            return "This tier's own thresholds: no other tier shares its band."
+        gate = band_gates()[tier.band]
+        waiting = "no limit" if gate.max_waiting is None else f"{gate.max_waiting}"
+        tpot = (
+            "no limit" if gate.max_tpot_seconds is None else f"{gate.max_tpot_seconds * 1000:g} ms"
+        )
+        kv = "no limit" if gate.max_kv_cache_usage is None else f"{gate.max_kv_cache_usage:g}"
+        return (
+            f"Shared with {', '.join(sorted(others))}: the band's gate uses the strictest of "
+            f"each threshold, now waiting {waiting}, time per token {tpot}, KV cache {kv}."
+        )
 
 
 class ApiKeyInline(admin.TabularInline[Any, Any]):

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 
 from llmserver.conf import GatewaySettings
-from scheduling import BackendConfig, GateThresholds, SchedulerConfig
-from tenants.models import Backend, CostRule, ModelRoute, Tier
+from scheduling import BackendConfig, SchedulerConfig
+from tenants.models import Backend, CostRule, ModelRoute
 from tenants.models.rules import rule_in_force
+from tenants.models.tiers import band_gates
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,28 +42,6 @@ class GatewayConfig:
     # public model name -> (input, output) price per million tokens in force at load time; the
     # `money` cost unit charges these (reloaded every few seconds, so effective dates take hold)
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
-
-
-def _strictest(values: list[float | int | None]) -> float | int | None:
-    present = [v for v in values if v is not None]
-    return min(present) if present else None
-
-
-def band_gates() -> dict[int, GateThresholds]:
-    """One gate per band; where several tiers share a band, the strictest threshold wins."""
-    by_band: dict[int, list[Tier]] = {}
-    for tier in Tier.objects.all():
-        by_band.setdefault(tier.band, []).append(tier)
-    gates = {}
-    for band, tiers in by_band.items():
-        tpot_ms = _strictest([t.gate_max_tpot_ms for t in tiers])
-        waiting = _strictest([t.gate_max_waiting for t in tiers])
-        gates[band] = GateThresholds(
-            max_waiting=int(waiting) if waiting is not None else None,
-            max_tpot_seconds=tpot_ms / 1000.0 if tpot_ms is not None else None,
-            max_kv_cache_usage=_strictest([t.gate_max_kv_cache_usage for t in tiers]),
-        )
-    return gates
 
 
 def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:

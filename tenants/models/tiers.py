@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from scheduling import jobs
+from scheduling import GateThresholds, jobs
 
 
 class Band(models.IntegerChoices):
@@ -81,3 +81,26 @@ class Tier(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_band_display()})"
+
+
+def _strictest(values: list[float | int | None]) -> float | int | None:
+    present = [v for v in values if v is not None]
+    return min(present) if present else None
+
+
+def band_gates() -> dict[int, GateThresholds]:
+    """One gate per band; where several tiers share a band, the strictest threshold wins (the
+    scheduler gates bands, not tiers). The gateway loads these; the tier admin shows them."""
+    by_band: dict[int, list[Tier]] = {}
+    for tier in Tier.objects.all():
+        by_band.setdefault(tier.band, []).append(tier)
+    gates = {}
+    for band, tiers in by_band.items():
+        tpot_ms = _strictest([t.gate_max_tpot_ms for t in tiers])
+        waiting = _strictest([t.gate_max_waiting for t in tiers])
+        gates[band] = GateThresholds(
+            max_waiting=int(waiting) if waiting is not None else None,
+            max_tpot_seconds=tpot_ms / 1000.0 if tpot_ms is not None else None,
+            max_kv_cache_usage=_strictest([t.gate_max_kv_cache_usage for t in tiers]),
+        )
+    return gates
