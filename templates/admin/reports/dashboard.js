@@ -6,7 +6,9 @@
   const root = document.getElementById("dashboard");
   const BANDS = JSON.parse(document.getElementById("band-names").textContent);
   const SVG = "http://www.w3.org/2000/svg";
-  const WINDOW_MS = 5 * 60 * 1000;  // what the charts show
+  const WINDOW_MS = 5 * 60 * 1000;  // what the charts show at most
+  const MIN_SPAN_MS = 30 * 1000;  // ... and at least, while the page has seen less
+  const opened = Date.now();
   const SAMPLE_MS = 1000;  // one point a second from the latest snapshot, changed or not
   const COLORS = ["#417690", "#b5525c", "#2e7d32", "#d08c1a", "#7b4fa0", "#4a8f8c", "#8a6d3b",
     "#555"];
@@ -63,23 +65,24 @@
   function lineChart(id, series, strips, unit, now) {
     const svg = document.getElementById(id);
     const W = 600, H = 200, L = 48, R = 8, T = 8, stripH = 10;
-    const plotB = H - 22 - strips.length * (stripH + 2);
-    const t0 = now - WINDOW_MS;
+    const plotB = H - 22 - strips.length * (stripH + 2) - (strips.length ? 4 : 0);
+    const t0 = Math.max(now - WINDOW_MS, Math.min(opened, now - MIN_SPAN_MS));
+    const span = now - t0;
     svg.replaceChildren();
     svg.setAttribute("viewBox", "0 0 " + W + " " + H);
     let top = 0;
     series.forEach(function (s) { s.points.forEach(function (p) { top = Math.max(top, p[1]); }); });
     top = niceMax(top);
-    const x = function (t) { return L + (W - L - R) * (t - t0) / WINDOW_MS; };
+    const x = function (t) { return L + (W - L - R) * (t - t0) / span; };
     const y = function (v) { return plotB - (plotB - T) * v / top; };
     [0, 0.5, 1].forEach(function (f) {
       el("line", { x1: L, x2: W - R, y1: y(top * f), y2: y(top * f), class: "grid" }, svg);
       el("text", { x: L - 4, y: y(top * f) + 4, "text-anchor": "end" }, svg).textContent =
         unit(top * f);
     });
-    for (let m = 0; m <= 5; m++) {
-      const t = t0 + m * 60000;
-      el("text", { x: x(t), y: H - 4, "text-anchor": m === 0 ? "start" : m === 5 ? "end" : "middle" },
+    for (let m = 0; m <= 4; m++) {
+      const t = t0 + m * span / 4;
+      el("text", { x: x(t), y: H - 4, "text-anchor": m === 0 ? "start" : m === 4 ? "end" : "middle" },
         svg).textContent = clock(t);
     }
     series.forEach(function (s, i) {
@@ -91,9 +94,11 @@
       const path = el("path", { d: d, class: "series", stroke: COLORS[i % COLORS.length] }, svg);
       if (s.dashed) path.setAttribute("stroke-dasharray", "4 3");
       el("title", {}, path).textContent = s.name;
+      const last = pts[pts.length - 1];  // the current value, visible from the first point on
+      el("circle", { cx: x(last[0]), cy: y(last[1]), r: 2.5, fill: COLORS[i % COLORS.length] }, svg);
     });
     strips.forEach(function (s, i) {
-      const yy = plotB + 4 + i * (stripH + 2);
+      const yy = plotB + 8 + i * (stripH + 2);
       el("text", { x: L - 4, y: yy + stripH - 1, "text-anchor": "end", class: "strip-label" }, svg)
         .textContent = s.name;
       s.spans.forEach(function (sp) {
@@ -225,6 +230,7 @@
     Object.keys(snap.ttft || {}).forEach(function (band) {
       ttftPoints.push({ t: wall, band: Number(band), mean: snap.ttft[band].mean });
     });
+    sample();  // a point per update as well as one a second: changes show at once
     document.getElementById("dash-count").textContent = String(count);
     document.getElementById("dash-at").textContent = clock(wall);
     const t = snap.totals || {};
