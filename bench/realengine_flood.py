@@ -8,6 +8,10 @@ One llama.cpp `llama-server` (Gemma 3 270M Q4_K_M, `-np 4 --metrics`, built by
              (requests_deferred against the interactive tier's gate_max_waiting)
   openai     through the gateway, backend kind `openai` with max_in_flight 4: no metrics,
              a concurrency cap equal to the engine's slots (how an operator tried it first)
+  llamacpp-preempt  kind `llamacpp` with its capacity read from /props, the interactive gate
+             keeping llama-server's own queue empty (gate_max_waiting 1, no TPOT ceiling) and
+             preemption: a light request waiting 150 ms pauses a power stream, continued later
+The first three run with preemption off (the tier's preempt_after_ms blank).
   ideal      the light users alone, straight to llama-server
 
 The load: a power user sends `--power-requests` streaming requests at once; `--light-users`
@@ -35,7 +39,7 @@ from loadgen import Outcome, body, client, configure_gateway, fmt, percentile, s
 from llmserver.testing.processes import Database, start_gateway
 from tests.realengine.engine import ALIAS, LlamaServer, missing, start_llama_server
 
-WAYS = ("direct", "llamacpp", "openai", "ideal")
+WAYS = ("direct", "llamacpp", "openai", "llamacpp-preempt", "ideal")
 POWER_PROMPT = "Write a long story about a lighthouse keeper."
 LIGHT_PROMPT = "Say hello."
 
@@ -113,20 +117,23 @@ async def run_way(way: str, llama: LlamaServer, args: argparse.Namespace) -> dic
         return summarise(way, outcomes, wall)
     tmp = tempfile.TemporaryDirectory(prefix="bench-realengine-")
     db = Database(Path(tmp.name))
-    in_flight = "64" if way == "llamacpp" else str(args.slots)
+    kind = "openai" if way == "openai" else "llamacpp"
+    in_flight = str(args.slots) if way == "openai" else "64"
     gw = start_gateway(
         db.url,
         llama.url,
         quiet=True,
         setup=[
             ["add_backend", "simulator", llama.url, "--disabled"],
-            ["add_backend", "llama", llama.url, "--kind", way, "--max-in-flight", in_flight,
+            ["add_backend", "llama", llama.url, "--kind", kind, "--max-in-flight", in_flight,
              "--model", f"demo-llama:{ALIAS}"],
         ],
     )  # fmt: skip
     try:
-        plenty = {"max_concurrent_per_user": 64, "max_queued_per_user": 1000,
-                  "queue_timeout_seconds": 3600.0}  # fmt: skip
+        plenty: dict[str, Any] = {"max_concurrent_per_user": 64, "max_queued_per_user": 1000,
+                  "queue_timeout_seconds": 3600.0, "preempt_after_ms": None}  # fmt: skip
+        if way == "llamacpp-preempt":
+            plenty.update(preempt_after_ms=150.0, gate_max_waiting=1, gate_max_tpot_ms=None)
         users = [("power", "interactive", "chat")]
         users += [(f"light{i + 1}", "interactive", "chat") for i in range(args.light_users)]
         keys = configure_gateway(gw, {"interactive": plenty}, users)
