@@ -36,6 +36,8 @@ class TierAdmin(admin.ModelAdmin[Any]):
         "over_budget",
         "preemptible",
         "preempt_after_ms",
+        "rpm_per_key",
+        "tpm_per_key",
     ]
     list_filter = ["band", "over_budget"]
     search_fields = ["name"]
@@ -50,6 +52,7 @@ class TierAdmin(admin.ModelAdmin[Any]):
             {"fields": ["gate_max_waiting", "gate_max_tpot_ms", "gate_max_kv_cache_usage"]},
         ),
         ("Making room", {"fields": ["preempt_after_ms", "preemptible"]}),
+        ("Rate limits per key (sliding minute)", {"fields": ["rpm_per_key", "tpm_per_key"]}),
     ]
 
 
@@ -74,7 +77,16 @@ class QuotaRuleInline(admin.TabularInline[Any, Any]):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin[Any]):
-    list_display = ["name", "slug", "default_tier", "is_active", "monthly_budget", "created_at"]
+    list_display = [
+        "name",
+        "slug",
+        "default_tier",
+        "is_active",
+        "monthly_budget",
+        "rpm_limit",
+        "tpm_limit",
+        "created_at",
+    ]
     list_filter = ["is_active", "default_tier"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}

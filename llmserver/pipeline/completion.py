@@ -14,7 +14,7 @@ from llmserver.api.errors import ApiError, shutting_down
 from llmserver.api.validation import CompletionRequest
 from llmserver.backends.upstream import BackendError
 from llmserver.pipeline.accounting import charge, settle
-from llmserver.pipeline.admission import admit
+from llmserver.pipeline.admission import admit, check_rates
 from llmserver.pipeline.dispatch import run_on_pool, submit
 from llmserver.pipeline.relay import Relay, Sink
 from llmserver.pipeline.resume import RESUMABLE_KINDS, Preempted
@@ -46,6 +46,7 @@ class Completion:
         self.ticket: Ticket | None = None
         self.reporter: asyncio.Future[None] | None = None
         self._reporting = asyncio.Lock()
+        self.rate_headers: dict[str, str] = {}  # x-ratelimit-*, on every response once known
         self.draft = UsageDraft(
             request_id=request_id,
             tenant_id=key.tenant_id,
@@ -74,6 +75,8 @@ class Completion:
         try:
             if gw.draining:
                 raise shutting_down()
+            tokens = self.req.estimated_prompt_tokens + self.req.max_tokens
+            self.rate_headers = await check_rates(gw.rate_window, self.key, tokens)
             admission = await admit(
                 self.key, self.req, gw.routes(), gw.reservations, self.request_id
             )
@@ -94,6 +97,7 @@ class Completion:
             dispatched = ticket is not None and ticket.backend is not None
             self.draft.status = UsageStatus.ERROR if dispatched else UsageStatus.REJECTED
             self.draft.error_type = exc.code or exc.type
+            exc.headers = {**self.rate_headers, **exc.headers}
             await self._stop_reporting()
             if not self.relay.opened:
                 raise
@@ -216,7 +220,11 @@ class Completion:
         now = time.monotonic()
         self.gw.metrics.ttft.labels(str(self.draft.band)).observe(now - self.arrived)
         queued = (self.dispatched_at or now) - self.arrived
-        return {"x-request-id": self.request_id, "x-queue-time-ms": f"{queued * 1000:.1f}"}
+        return {
+            "x-request-id": self.request_id,
+            "x-queue-time-ms": f"{queued * 1000:.1f}",
+            **self.rate_headers,
+        }
 
     def _count_tokens(self) -> None:
         if self.relay.reported_prompt is not None:

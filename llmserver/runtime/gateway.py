@@ -25,6 +25,7 @@ from llmserver.runtime.db import run_db
 from llmserver.runtime.eta import ServiceTimes
 from llmserver.runtime.keys import KeyCache, unusable_key_ids
 from llmserver.runtime.observability import GatewayMetrics
+from llmserver.runtime.ratelimit import sliding_window
 from llmserver.runtime.reservations import Reservations
 from llmserver.runtime.usage import UsageWriter
 from scheduling import SchedulerConfig, SchedulerService, SchedulerSnapshot
@@ -46,6 +47,7 @@ class Gateway:
         self.clock = clock
         self.keys = KeyCache(conf.key_cache_seconds, clock=clock)
         self.reservations = Reservations()
+        self.rate_window = sliding_window(conf.rate_limit_redis_url)
         self.usage = UsageWriter(
             conf.usage_flush_interval, conf.usage_batch_size, self.reservations.release
         )
@@ -92,6 +94,7 @@ class Gateway:
         for client in self.clients.values():
             await client.aclose()
         self.clients = {}
+        await self.rate_window.aclose()
         self.started = False
 
     async def drain(self, seconds: float) -> None:

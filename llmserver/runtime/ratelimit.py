@@ -5,7 +5,7 @@ One small interface, two homes: `InProcessWindow` (the default, one gateway proc
 gateway processes share one limit and a burst cannot overshoot it between a read and a write.
 The window is a log of (time, amount) entries: a take succeeds when the amounts taken in the
 last `window` seconds plus this one stay within the limit, and the reset is the time until the
-oldest entries have slid out far enough for this amount to fit.
+oldest entries have slid out far enough for this amount to fit. Refused takes are not counted.
 """
 
 from __future__ import annotations
@@ -29,13 +29,16 @@ class WindowState:
     allowed: bool
     limit: int
     remaining: int  # after this take, if it was allowed
-    reset_seconds: float  # until the window has room for this amount again (0 when it has)
+    # Refused: until this amount fits. Allowed: until the oldest entry leaves and room grows.
+    reset_seconds: float
 
 
 class SlidingWindow(Protocol):
     async def take(self, key: str, amount: int, limit: int) -> WindowState:
         """Count `amount` against `key` if it fits under `limit` in the window; else refuse."""
         ...
+
+    async def aclose(self) -> None: ...
 
 
 def _reset(entries: list[tuple[float, int]], need: int, now: float, window: float) -> float:
@@ -67,7 +70,10 @@ class InProcessWindow:
                 reset = _reset(list(log), used + amount - limit, now, self._window)
                 return WindowState(False, limit, max(0, limit - used), reset)
             log.append((now, amount))
-            return WindowState(True, limit, limit - used - amount, 0.0)
+            return WindowState(True, limit, limit - used - amount, log[0][0] + self._window - now)
+
+    async def aclose(self) -> None:
+        """Nothing to release: the window lives in this process."""
 
 
 # KEYS[1]: the window's sorted set. ARGV: now (ms), window (ms), amount, limit, a unique member.
@@ -93,7 +99,9 @@ if used + amount > limit then
 end
 redis.call('ZADD', KEYS[1], now, amount .. ':' .. ARGV[5])
 redis.call('PEXPIRE', KEYS[1], window)
-return {1, used, 0}
+local oldest = now
+if #entries > 0 then oldest = tonumber(entries[2]) end
+return {1, used, oldest + window - now}
 """
 
 
@@ -114,5 +122,15 @@ class RedisWindow:
         args: list[int | str] = [now_ms, self._window_ms, amount, limit, uuid.uuid4().hex]
         allowed, used, reset_ms = await self._script(keys=[self._prefix + key], args=args)
         if allowed:
-            return WindowState(True, limit, limit - int(used) - amount, 0.0)
+            return WindowState(True, limit, limit - int(used) - amount, int(reset_ms) / 1000)
         return WindowState(False, limit, max(0, limit - int(used)), int(reset_ms) / 1000)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def sliding_window(redis_url: str, prefix: str = "llmserver:ratelimit:") -> SlidingWindow:
+    """Redis when a URL is configured (limits shared by every gateway process), else memory."""
+    if redis_url:
+        return RedisWindow(Redis.from_url(redis_url), prefix)
+    return InProcessWindow()

@@ -75,6 +75,18 @@ class Tier(models.Model):
         "slot is busy, one running request of a lower tier, or of a user over their share, is "
         "paused for it. Blank: this tier never pauses others.",
     )
+    rpm_per_key = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Requests per minute (sliding window) each key of this tier may send; above "
+        "it, 429 with Retry-After. Blank: no limit.",
+    )
+    tpm_per_key = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tokens per minute (prompt estimate plus max_tokens, counted at admission, as "
+        "OpenAI does) each key of this tier may send. Blank: no limit.",
+    )
 
     class Meta:
         ordering = ["band", "name"]
