@@ -102,6 +102,7 @@ class ApiKeyAdmin(admin.ModelAdmin[Any]):
         "name",
         "app_type",
         "tier_override",
+        "monthly_budget",
         "active",
         "expires_at",
         "last_used_at",

@@ -51,7 +51,7 @@ async def admit(
     if not key.allows_model(req.model):
         raise model_not_allowed(req.model)
     band = max(key.band, BATCH) if req.wants_flex else key.band
-    if key.monthly_budget is not None or key.has_quota_rules:
+    if key.monthly_budget is not None or key.key_budget is not None or key.has_quota_rules:
         async with reservations.lock(key.tenant_id):
             held = reservations.of_tenant(key.tenant_id)
             verdict = await run_db(check_limits, key, req.model, held)
@@ -133,16 +133,22 @@ def _duration(seconds: float) -> str:
 
 
 def check_limits(key: KeyInfo, model: str, held: tuple[Reservation, ...] = ()) -> LimitVerdict:
-    """Budget, then quota; runs in a worker thread (it reads usage from the database)."""
+    """The tenant's budget, the key's own, then quota; runs in a worker thread (it reads usage
+    from the database)."""
     now = timezone.now()
     demote = False
-    if key.monthly_budget is not None:
-        state = standing(key.tenant_id, key.monthly_budget, key.over_budget, now)
+    budgets = (
+        (key.monthly_budget, None, "Your organisation has used its monthly budget."),
+        (key.key_budget, key.key_id, "This API key has used its monthly budget."),
+    )
+    for budget, key_id, message in budgets:
+        if budget is None:
+            continue
+        state = standing(key.tenant_id, budget, key.over_budget, now, key_id)
         if state.exceeded and state.action != OverBudget.DEMOTE:
             retry = (state.month_end - now).total_seconds()
-            message = "Your organisation has used its monthly budget."
             return LimitVerdict(rate_limited(message, retry, "budget_exceeded"))
-        demote = state.exceeded
+        demote = demote or state.exceeded
     if key.has_quota_rules:
         decision = check_quota_for(
             key.tenant_id, key.tier_id, key.user, model, now, pending(held, key.user)

@@ -54,6 +54,7 @@ class KeyInfo:
     tpm_per_key: int | None = None
     tenant_rpm: int | None = None
     tenant_tpm: int | None = None
+    key_budget: Decimal | None = None
 
     def allows_model(self, model: str) -> bool:
         return patterns_allow(self.model_patterns, model)
@@ -89,6 +90,7 @@ def load_key(secret: str) -> KeyInfo | None:
         tpm_per_key=tier.tpm_per_key,
         tenant_rpm=key.tenant.rpm_limit,
         tenant_tpm=key.tenant.tpm_limit,
+        key_budget=key.monthly_budget,
     )
 
 

@@ -86,3 +86,4 @@ class QuotaReport(serializers.Serializer[Any]):
     user = serializers.CharField()
     rules = QuotaRow(many=True)
     budget = BudgetRow()
+    key_budget = BudgetRow(help_text="This API key's own monthly budget (blank budget: none).")

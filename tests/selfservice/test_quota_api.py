@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from tenants import budget
-from tenants.models import QuotaRule, Tenant
+from tenants.models import ApiKey, QuotaRule, Tenant
 from tests.reports.usage_data import record
 
 
@@ -48,6 +48,18 @@ def test_it_shows_the_monthly_budget(cast: Any) -> None:
     body = get(cast.alice_key).json()
     assert body["budget"]["exceeded"] is False
     assert body["budget"]["budget"] == "0.0001"
+
+
+def test_it_shows_the_keys_own_budget_and_only_that_keys_spend(cast: Any) -> None:
+    from tests.reports.usage_data import prices
+
+    prices()
+    ApiKey.objects.filter(pk=cast.alice.pk).update(monthly_budget=Decimal("0.001"))
+    record("a1", cast.acme, "alice", "other", timezone.now(), 1000, 1000, api_key=cast.alice)
+    record("b1", cast.acme, "bob", "other", timezone.now(), 1000, 1000, api_key=cast.bob)
+    key_budget = get(cast.alice_key).json()["key_budget"]
+    assert (key_budget["budget"], key_budget["exceeded"]) == ("0.0010", True)
+    assert Decimal(key_budget["spent"]) == Decimal("0.0015")
 
 
 def test_it_shows_charlie_only_globex_rules(cast: Any) -> None:
