@@ -153,8 +153,15 @@ class QuotaRuleAdmin(admin.ModelAdmin[Any]):
 
 @admin.register(CostRule)
 class CostRuleAdmin(admin.ModelAdmin[Any]):
-    list_display = ["model", "input_per_million", "output_per_million", "effective_from"]
-    list_filter = ["model"]
+    list_display = [
+        "model",
+        "tenant",
+        "input_per_million",
+        "output_per_million",
+        "currency",
+        "effective_from",
+    ]
+    list_filter = ["model", "tenant"]
     search_fields = ["model"]
     date_hierarchy = "effective_from"
 

@@ -136,7 +136,7 @@ class Completion:
                 gw.metrics,
                 gw.usage,
                 model_label,
-                gw.prices(),
+                gw.prices(self.key.tenant_id),
             )
 
     def _job(self, band: int) -> Job:
@@ -148,7 +148,11 @@ class Completion:
             band=band,
             weight=key.weight,
             estimated_cost=charge(
-                conf, self.gw.prices(), req.model, req.estimated_prompt_tokens, req.max_tokens
+                conf,
+                self.gw.prices(self.key.tenant_id),
+                req.model,
+                req.estimated_prompt_tokens,
+                req.max_tokens,
             ),
             estimated_output_tokens=req.max_tokens,
             prefix_blocks=req.prefix_blocks,
@@ -163,7 +167,7 @@ class Completion:
         """What a preempted run generated, in the scheduler's unit: its prompt and the tokens
         delivered (a resumed run's re-prefill is the gateway's doing, not charged)."""
         prompt = self.relay.reported_prompt or self.req.estimated_prompt_tokens
-        conf, prices = self.gw.settings, self.gw.prices()
+        conf, prices = self.gw.settings, self.gw.prices(self.key.tenant_id)
         return charge(conf, prices, self.req.model, prompt, self.relay.completion_tokens)
 
     async def _report_while_queued(self) -> None:

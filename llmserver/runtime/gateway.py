@@ -126,9 +126,13 @@ class Gateway:
         config = await run_db(load_gateway_config, self.settings)
         self._apply(config)
 
-    def prices(self) -> Mapping[str, tuple[float, float]]:
-        """Public model name -> (input, output) price per million tokens in force."""
-        return self.config.prices if self.config is not None else {}
+    def prices(self, tenant_id: int | None = None) -> Mapping[str, tuple[float, float]]:
+        """Public model name -> (input, output) price per million tokens in force: the list
+        price, or `tenant_id`'s own where it has one."""
+        if self.config is None:
+            return {}
+        own = self.config.tenant_prices.get(tenant_id) if tenant_id is not None else None
+        return own or self.config.prices
 
     def routes(self) -> Mapping[str, Mapping[str, str]]:
         """Public model name -> {backend: the backend's model name}, as configured now."""
