@@ -52,6 +52,7 @@ class TierAdmin(admin.ModelAdmin[Any]):
             {"fields": ["gate_max_waiting", "gate_max_tpot_ms", "gate_max_kv_cache_usage"]},
         ),
         ("Making room", {"fields": ["preempt_after_ms", "preemptible"]}),
+        ("Order and aging", {"fields": ["within_principal", "aging_seconds"]}),
         ("Rate limits per key (sliding minute)", {"fields": ["rpm_per_key", "tpm_per_key"]}),
     ]
 

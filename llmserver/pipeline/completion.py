@@ -161,6 +161,8 @@ class Completion:
             max_concurrent=key.max_concurrent,
             preemptible=key.preemptible and req.body.get("n") in (None, 1),
             preempt_after=key.preempt_after,
+            within_principal=key.within_principal,
+            aging_seconds=key.aging_seconds,
         )
 
     def _cost_so_far(self) -> float:

@@ -55,6 +55,8 @@ class KeyInfo:
     tenant_rpm: int | None = None
     tenant_tpm: int | None = None
     key_budget: Decimal | None = None
+    within_principal: str | None = None
+    aging_seconds: float | None = None
 
     def allows_model(self, model: str) -> bool:
         return patterns_allow(self.model_patterns, model)
@@ -91,6 +93,8 @@ def load_key(secret: str) -> KeyInfo | None:
         tenant_rpm=key.tenant.rpm_limit,
         tenant_tpm=key.tenant.tpm_limit,
         key_budget=key.monthly_budget,
+        within_principal=tier.within_principal or None,
+        aging_seconds=tier.aging_seconds,
     )
 
 
