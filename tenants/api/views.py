@@ -19,6 +19,7 @@ from tenants.api.schema import SelfServiceSchema
 from tenants.api.serializers import QuotaReport, UsageQuery, UsageReport
 from tenants.budget import budget_state, standing
 from tenants.quota import quota_status
+from tenants.reports.budgets import rate_limit_report
 from tenants.reports.csvexport import csv_response
 from tenants.reports.queries import UsageFilter, usage_by, usage_totals
 
@@ -90,6 +91,7 @@ class QuotaView(APIView):
             "user": key.user,
             "rules": quota_status(key, now),
             "budget": budget_state(key.tenant, now, tier=key.tier),
+            "rate_limits": rate_limit_report(key, now),
             "key_budget": standing(
                 key.tenant_id, key.monthly_budget, str(key.tier.over_budget), now, key.pk
             ),

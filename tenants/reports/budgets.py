@@ -15,13 +15,14 @@ from tenants.models.rules import Window, window_end, window_start
 
 
 def budget_overview(now: datetime) -> list[dict[str, Any]]:
-    """Tenants, then keys, with a budget: spent, budget, percent used, exceeded, policy and the
-    requests it refused (for a key row, those of that key)."""
+    """Tenants, then keys, with a budget: spent, budget, percent used, exceeded, policy, the
+    requests it refused and those an RPM/TPM limit refused (for a key row, that key's)."""
     start, end = window_start(Window.MONTH, now), window_end(Window.MONTH, now)
     month = UsageRecord.objects.filter(queued_at__gte=start, queued_at__lt=end)
     sums = {
         "spent": Sum("cost"),
         "refused": Count("id", filter=Q(status="rejected", error_type="budget_exceeded")),
+        "rate_limited": Count("id", filter=Q(error_type="rate_limit_exceeded")),
     }
     tenants = list(
         Tenant.objects.filter(monthly_budget__isnull=False).select_related("default_tier")
@@ -70,4 +71,23 @@ def _row(
         "exceeded": spent >= limit,
         "policy": policy,
         "refused": month.get("refused", 0),
+        "rate_limited": month.get("rate_limited", 0),
+    }
+
+
+def rate_limit_report(key: ApiKey, now: datetime) -> dict[str, Any]:
+    """One key's RPM/TPM limits (its tier's per key, its tenant's) and the requests they refused
+    this month (UTC), for the self-service API."""
+    refused = UsageRecord.objects.filter(
+        api_key=key,
+        error_type="rate_limit_exceeded",
+        queued_at__gte=window_start(Window.MONTH, now),
+        queued_at__lt=window_end(Window.MONTH, now),
+    ).count()
+    return {
+        "requests_per_minute": key.tier.rpm_per_key,
+        "tokens_per_minute": key.tier.tpm_per_key,
+        "tenant_requests_per_minute": key.tenant.rpm_limit,
+        "tenant_tokens_per_minute": key.tenant.tpm_limit,
+        "refused_this_month": refused,
     }

@@ -40,3 +40,11 @@ def test_a_key_with_its_own_budget_gets_a_row_with_only_its_spend(cast: Any) -> 
     [row] = budget_overview(now)
     assert (row["tenant"], row["key"]) == ("acme", f"{cast.alice.prefix}… (alice)")
     assert (row["spent"], row["exceeded"]) == (Decimal("0.0015"), True)
+
+
+def test_a_budget_row_counts_the_rate_limit_refusals_of_the_month(cast: Any) -> None:
+    Tenant.objects.filter(pk=cast.acme.pk).update(monthly_budget=Decimal(10))
+    refused = record("r", cast.acme, "alice", "other", timezone.now(), status="rejected")
+    UsageRecord.objects.filter(pk=refused.pk).update(error_type="rate_limit_exceeded")
+    [acme] = budget_overview(timezone.now())
+    assert (acme["rate_limited"], acme["refused"]) == (1, 0)
