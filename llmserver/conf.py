@@ -49,6 +49,8 @@ class GatewaySettings:
     metrics_token: str = ""
     metrics_allow: tuple[str, ...] = ()
     access_log: bool = True
+    # Where RPM/TPM windows live: Redis (shared by every gateway process) or, empty, memory.
+    rate_limit_redis_url: str = ""
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GatewaySettings:

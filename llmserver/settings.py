@@ -158,6 +158,7 @@ LLMSERVER = {
     "METRICS_TOKEN": env_str("METRICS_TOKEN"),
     "METRICS_ALLOW": env_cidrs("METRICS_ALLOW"),
     "ACCESS_LOG": env_bool("ACCESS_LOG", True),
+    "RATE_LIMIT_REDIS_URL": REDIS_URL,
 }
 
 # The tenant self-service API: API-key auth only, JSON only, OpenAI-shaped errors.

@@ -107,7 +107,7 @@ class Scheduler:
             if entry.state == QUEUED and entry.lane is not None:
                 by_lane.setdefault(id(entry.lane), []).append(entry)
         for lane in self.lanes.values():
-            lane.queue = create_principal_queue(self.config.within_principal)
+            lane.queue = create_principal_queue(lane.policy or self.config.within_principal)
             for entry in sorted(by_lane.get(id(lane), ()), key=lambda e: e.seq):
                 lane.queue.push(entry)
 
@@ -118,7 +118,8 @@ class Scheduler:
                 self._schedule_aging(entry)
 
     def _schedule_aging(self, entry: Entry) -> None:
-        period = self.config.aging_seconds
+        own = entry.job.aging_seconds
+        period = self.config.aging_seconds if own is None else (own or None)
         lane = entry.lane
         if period is None or lane is None or lane.band <= 0 or entry.job.enqueued_at is None:
             return
@@ -143,18 +144,19 @@ class Scheduler:
         job.enqueued_at = now
         entry = Entry(job=job, seq=next(self._seq))
         self.entries[job.id] = entry
-        self._enqueue(entry, self._lane(job.model, job.band, job.principal), front=False)
+        lane = self._lane(job.model, job.band, job.principal, job.within_principal)
+        self._enqueue(entry, lane, front=False)
         if job.deadline is not None:
             heapq.heappush(self._deadlines, (job.deadline, entry.seq, entry))
         self._schedule_aging(entry)
 
-    def _lane(self, model: str, band: int, principal: Principal) -> Lane:
+    def _lane(self, model: str, band: int, principal: Principal, policy: str | None = None) -> Lane:
+        """The lane, made with `policy` (None: the scheduler's) if it does not exist yet."""
         key = (model, band, principal)
         lane = self.lanes.get(key)
         if lane is None:
-            lane = Lane(
-                model, band, principal, create_principal_queue(self.config.within_principal)
-            )
+            queue = create_principal_queue(policy or self.config.within_principal)
+            lane = Lane(model, band, principal, queue, policy=policy)
             self.lanes[key] = lane
         return lane
 
@@ -221,7 +223,8 @@ class Scheduler:
             if lane.band != from_band or lane.band <= 0:
                 continue  # a duplicate left by a requeue, or already promoted
             self._unqueue(entry)
-            self._enqueue(entry, self._lane(lane.model, lane.band - 1, lane.principal), False)
+            promoted = self._lane(lane.model, lane.band - 1, lane.principal, lane.policy)
+            self._enqueue(entry, promoted, False)
             self._schedule_aging(entry)
 
     def select(self, now: float) -> list[Dispatch]:

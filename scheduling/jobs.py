@@ -51,6 +51,10 @@ class Job:
     preemptible: bool = False
     preempt_after: float | None = None
     demoted: bool = False
+    # The job's tier's own order within its principal ("fifo", "sjf") and aging period (0: no
+    # aging); None: the scheduler's `within_principal` / `aging_seconds`.
+    within_principal: str | None = None
+    aging_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

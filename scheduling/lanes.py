@@ -174,6 +174,7 @@ class Lane:
     in_flight: int = 0
     service: float = 0.0
     token: int | None = None
+    policy: str | None = None  # its first job's `within_principal`; None: the scheduler's
 
 
 @dataclass(slots=True, eq=False)

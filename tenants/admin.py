@@ -37,6 +37,8 @@ class TierAdmin(admin.ModelAdmin[Any]):
         "over_budget",
         "preemptible",
         "preempt_after_ms",
+        "rpm_per_key",
+        "tpm_per_key",
     ]
     list_filter = ["band", "over_budget"]
     search_fields = ["name"]
@@ -58,6 +60,8 @@ class TierAdmin(admin.ModelAdmin[Any]):
             },
         ),
         ("Making room", {"fields": ["preempt_after_ms", "preemptible"]}),
+        ("Order and aging", {"fields": ["within_principal", "aging_seconds"]}),
+        ("Rate limits per key (sliding minute)", {"fields": ["rpm_per_key", "tpm_per_key"]}),
     ]
     readonly_fields = ["gate_in_force"]
 
@@ -105,7 +109,16 @@ class QuotaRuleInline(admin.TabularInline[Any, Any]):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin[Any]):
-    list_display = ["name", "slug", "default_tier", "is_active", "monthly_budget", "created_at"]
+    list_display = [
+        "name",
+        "slug",
+        "default_tier",
+        "is_active",
+        "monthly_budget",
+        "rpm_limit",
+        "tpm_limit",
+        "created_at",
+    ]
     list_filter = ["is_active", "default_tier"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -121,6 +134,7 @@ class ApiKeyAdmin(admin.ModelAdmin[Any]):
         "name",
         "app_type",
         "tier_override",
+        "monthly_budget",
         "active",
         "expires_at",
         "last_used_at",
@@ -171,8 +185,15 @@ class QuotaRuleAdmin(admin.ModelAdmin[Any]):
 
 @admin.register(CostRule)
 class CostRuleAdmin(admin.ModelAdmin[Any]):
-    list_display = ["model", "input_per_million", "output_per_million", "effective_from"]
-    list_filter = ["model"]
+    list_display = [
+        "model",
+        "tenant",
+        "input_per_million",
+        "output_per_million",
+        "currency",
+        "effective_from",
+    ]
+    list_filter = ["model", "tenant"]
     search_fields = ["model"]
     date_hierarchy = "effective_from"
 

@@ -1,4 +1,5 @@
-"""Monthly budgets: what a tenant spent this calendar month (UTC) against its budget.
+"""Monthly budgets: what a tenant, or one API key, spent this calendar month (UTC) against its
+budget.
 
 `budget_state` runs on the request path, so the month's spend is cached in-process for a few
 seconds per tenant; the budget itself and the tier's policy are read from the objects passed in,
@@ -35,32 +36,35 @@ class BudgetState:
     month_end: datetime
 
 
-def month_spend(tenant_id: int, now: datetime) -> Decimal:
-    """The tenant's cost in the calendar month (UTC) containing `now`, summed in the database."""
-    total = UsageRecord.objects.filter(
+def month_spend(tenant_id: int, now: datetime, key_id: int | None = None) -> Decimal:
+    """The cost of the tenant (or of one of its keys) in the calendar month (UTC) containing
+    `now`, summed in the database."""
+    rows = UsageRecord.objects.filter(
         tenant_id=tenant_id,
         queued_at__gte=window_start(Window.MONTH, now),
         queued_at__lt=window_end(Window.MONTH, now),
-    ).aggregate(total=Sum("cost"))["total"]
-    return Decimal(total or 0)
+    )
+    if key_id is not None:
+        rows = rows.filter(api_key_id=key_id)
+    return Decimal(rows.aggregate(total=Sum("cost"))["total"] or 0)
 
 
 class SpendCache:
-    """A tiny per-process cache of month spend, keyed by tenant and month."""
+    """A tiny per-process cache of month spend, keyed by tenant, key (None: all) and month."""
 
     def __init__(self, ttl: float = CACHE_SECONDS, clock: Callable[[], float] = time.monotonic):
         self.ttl, self.clock = ttl, clock
-        self._entries: dict[tuple[int, datetime], tuple[float, Decimal]] = {}
+        self._entries: dict[tuple[int, int | None, datetime], tuple[float, Decimal]] = {}
         self._lock = threading.Lock()
 
-    def spent(self, tenant_id: int, now: datetime) -> Decimal:
-        key = (tenant_id, window_start(Window.MONTH, now))
+    def spent(self, tenant_id: int, now: datetime, key_id: int | None = None) -> Decimal:
+        key = (tenant_id, key_id, window_start(Window.MONTH, now))
         at = self.clock()
         with self._lock:
             hit = self._entries.get(key)
         if hit is not None and at - hit[0] < self.ttl:
             return hit[1]
-        value = month_spend(tenant_id, now)
+        value = month_spend(tenant_id, now, key_id)
         with self._lock:
             self._entries[key] = (at, value)
         return value
@@ -82,9 +86,16 @@ def budget_state(tenant: Tenant, now: datetime, tier: Tier | None = None) -> Bud
     return standing(tenant.pk, tenant.monthly_budget, policy, now)
 
 
-def standing(tenant_id: int, budget: Decimal | None, policy: str, now: datetime) -> BudgetState:
-    """`budget_state` from plain values, for the request path (which holds them cached)."""
-    spent = cache.spent(tenant_id, now)
+def standing(
+    tenant_id: int,
+    budget: Decimal | None,
+    policy: str,
+    now: datetime,
+    key_id: int | None = None,
+) -> BudgetState:
+    """`budget_state` from plain values, for the request path (which holds them cached); with
+    `key_id`, one key's spend against that key's own budget."""
+    spent = cache.spent(tenant_id, now, key_id)
     exceeded = budget is not None and spent >= budget
     action = policy if exceeded else "allow"
     return BudgetState(

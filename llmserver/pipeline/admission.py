@@ -15,6 +15,7 @@ from llmserver.api.errors import ApiError, model_not_allowed, model_not_found, r
 from llmserver.api.validation import CompletionRequest
 from llmserver.runtime.db import run_db
 from llmserver.runtime.keys import KeyInfo
+from llmserver.runtime.ratelimit import SlidingWindow, WindowState
 from llmserver.runtime.reservations import Reservation, Reservations, pending
 from scheduling import BATCH
 from tenants.budget import standing
@@ -50,7 +51,7 @@ async def admit(
     if not key.allows_model(req.model):
         raise model_not_allowed(req.model)
     band = max(key.band, BATCH) if req.wants_flex else key.band
-    if key.monthly_budget is not None or key.has_quota_rules:
+    if key.monthly_budget is not None or key.key_budget is not None or key.has_quota_rules:
         async with reservations.lock(key.tenant_id):
             held = reservations.of_tenant(key.tenant_id)
             verdict = await run_db(check_limits, key, req.model, held)
@@ -66,17 +67,88 @@ async def admit(
     return Admission(pool, band)
 
 
+async def check_rates(window: SlidingWindow, key: KeyInfo, tokens: int) -> dict[str, str]:
+    """The key's and its tenant's requests- and tokens-per-minute windows, in OpenAI's terms:
+    returns the x-ratelimit-* headers (the tightest window of each unit), or raises a 429 that
+    carries them and Retry-After. As at OpenAI, a request refused later still counts."""
+    headers: dict[str, str] = {}
+    units = (
+        (
+            "requests",
+            "RPM",
+            1,
+            (
+                (f"r:key:{key.key_id}", key.rpm_per_key),
+                (f"r:tenant:{key.tenant_id}", key.tenant_rpm),
+            ),
+        ),
+        (
+            "tokens",
+            "TPM",
+            tokens,
+            (
+                (f"t:key:{key.key_id}", key.tpm_per_key),
+                (f"t:tenant:{key.tenant_id}", key.tenant_tpm),
+            ),
+        ),
+    )
+    for unit, short, amount, windows in units:
+        tightest: WindowState | None = None
+        for name, limit in windows:
+            if limit is None:
+                continue
+            state = await window.take(name, amount, limit)
+            if not state.allowed:
+                headers.update(_rate_headers(unit, state))
+                used = state.limit - state.remaining
+                message = (
+                    f"Rate limit reached for {unit} per minute ({short}): Limit {state.limit}, "
+                    f"Used {used}, Requested {amount}. Please try again in "
+                    f"{_duration(state.reset_seconds)}."
+                )
+                refusal = rate_limited(message, state.reset_seconds, "rate_limit_exceeded")
+                refusal.headers.update(headers)
+                raise refusal
+            if tightest is None or state.remaining < tightest.remaining:
+                tightest = state
+        if tightest is not None:
+            headers.update(_rate_headers(unit, tightest))
+    return headers
+
+
+def _rate_headers(unit: str, state: WindowState) -> dict[str, str]:
+    return {
+        f"x-ratelimit-limit-{unit}": str(state.limit),
+        f"x-ratelimit-remaining-{unit}": str(state.remaining),
+        f"x-ratelimit-reset-{unit}": _duration(state.reset_seconds),
+    }
+
+
+def _duration(seconds: float) -> str:
+    """OpenAI's reset format: "1s", "6m0s", "250ms"."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    minutes, rest = divmod(seconds, 60)
+    return f"{int(minutes)}m{rest:.3g}s" if minutes else f"{rest:.3g}s"
+
+
 def check_limits(key: KeyInfo, model: str, held: tuple[Reservation, ...] = ()) -> LimitVerdict:
-    """Budget, then quota; runs in a worker thread (it reads usage from the database)."""
+    """The tenant's budget, the key's own, then quota; runs in a worker thread (it reads usage
+    from the database)."""
     now = timezone.now()
     demote = False
-    if key.monthly_budget is not None:
-        state = standing(key.tenant_id, key.monthly_budget, key.over_budget, now)
+    budgets = (
+        (key.monthly_budget, None, "Your organisation has used its monthly budget."),
+        (key.key_budget, key.key_id, "This API key has used its monthly budget."),
+    )
+    for budget, key_id, message in budgets:
+        if budget is None:
+            continue
+        state = standing(key.tenant_id, budget, key.over_budget, now, key_id)
         if state.exceeded and state.action != OverBudget.DEMOTE:
             retry = (state.month_end - now).total_seconds()
-            message = "Your organisation has used its monthly budget."
             return LimitVerdict(rate_limited(message, retry, "budget_exceeded"))
-        demote = state.exceeded
+        demote = demote or state.exceeded
     if key.has_quota_rules:
         decision = check_quota_for(
             key.tenant_id, key.tier_id, key.user, model, now, pending(held, key.user)

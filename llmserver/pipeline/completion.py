@@ -14,7 +14,7 @@ from llmserver.api.errors import ApiError, shutting_down
 from llmserver.api.validation import CompletionRequest
 from llmserver.backends.upstream import BackendError
 from llmserver.pipeline.accounting import charge, settle
-from llmserver.pipeline.admission import admit
+from llmserver.pipeline.admission import admit, check_rates
 from llmserver.pipeline.dispatch import run_on_pool, submit
 from llmserver.pipeline.relay import Relay, Sink
 from llmserver.pipeline.resume import RESUMABLE_KINDS, Preempted
@@ -46,6 +46,7 @@ class Completion:
         self.ticket: Ticket | None = None
         self.reporter: asyncio.Future[None] | None = None
         self._reporting = asyncio.Lock()
+        self.rate_headers: dict[str, str] = {}  # x-ratelimit-*, on every response once known
         self.draft = UsageDraft(
             request_id=request_id,
             tenant_id=key.tenant_id,
@@ -74,6 +75,8 @@ class Completion:
         try:
             if gw.draining:
                 raise shutting_down()
+            tokens = self.req.estimated_prompt_tokens + self.req.max_tokens
+            self.rate_headers = await check_rates(gw.rate_window, self.key, tokens)
             admission = await admit(
                 self.key, self.req, gw.routes(), gw.reservations, self.request_id
             )
@@ -94,6 +97,7 @@ class Completion:
             dispatched = ticket is not None and ticket.backend is not None
             self.draft.status = UsageStatus.ERROR if dispatched else UsageStatus.REJECTED
             self.draft.error_type = exc.code or exc.type
+            exc.headers = {**self.rate_headers, **exc.headers}
             await self._stop_reporting()
             if not self.relay.opened:
                 raise
@@ -132,7 +136,7 @@ class Completion:
                 gw.metrics,
                 gw.usage,
                 model_label,
-                gw.prices(),
+                gw.prices(self.key.tenant_id),
             )
 
     def _job(self, band: int) -> Job:
@@ -144,7 +148,11 @@ class Completion:
             band=band,
             weight=key.weight,
             estimated_cost=charge(
-                conf, self.gw.prices(), req.model, req.estimated_prompt_tokens, req.max_tokens
+                conf,
+                self.gw.prices(self.key.tenant_id),
+                req.model,
+                req.estimated_prompt_tokens,
+                req.max_tokens,
             ),
             estimated_output_tokens=req.max_tokens,
             prefix_blocks=req.prefix_blocks,
@@ -154,13 +162,15 @@ class Completion:
             preemptible=key.preemptible and req.body.get("n") in (None, 1),
             preempt_after=key.preempt_after,
             demoted=band > key.band,
+            within_principal=key.within_principal,
+            aging_seconds=key.aging_seconds,
         )
 
     def _cost_so_far(self) -> float:
         """What a preempted run generated, in the scheduler's unit: its prompt and the tokens
         delivered (a resumed run's re-prefill is the gateway's doing, not charged)."""
         prompt = self.relay.reported_prompt or self.req.estimated_prompt_tokens
-        conf, prices = self.gw.settings, self.gw.prices()
+        conf, prices = self.gw.settings, self.gw.prices(self.key.tenant_id)
         return charge(conf, prices, self.req.model, prompt, self.relay.completion_tokens)
 
     async def _report_while_queued(self) -> None:
@@ -218,7 +228,11 @@ class Completion:
         self.gw.metrics.ttft.labels(str(self.draft.band)).observe(now - self.arrived)
         self.gw.recent_ttft.append((self.draft.band, now - self.arrived))
         queued = (self.dispatched_at or now) - self.arrived
-        return {"x-request-id": self.request_id, "x-queue-time-ms": f"{queued * 1000:.1f}"}
+        return {
+            "x-request-id": self.request_id,
+            "x-queue-time-ms": f"{queued * 1000:.1f}",
+            **self.rate_headers,
+        }
 
     def _count_tokens(self) -> None:
         if self.relay.reported_prompt is not None:

@@ -42,6 +42,8 @@ class GatewayConfig:
     # public model name -> (input, output) price per million tokens in force at load time; the
     # `money` cost unit charges these (reloaded every few seconds, so effective dates take hold)
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # tenant id -> the same, for tenants with a price of their own in force
+    tenant_prices: dict[int, dict[str, tuple[float, float]]] = field(default_factory=dict)
 
 
 def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
@@ -87,15 +89,30 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
         batch_slack=conf.batch_slack,
         batch_min_blocks=conf.batch_min_blocks,
     )
-    return GatewayConfig(backends, routes, scheduler, scheduler_backends, prices_in_force(routes))
+    own = set(
+        CostRule.objects.filter(tenant__isnull=False, effective_from__lte=timezone.now())
+        .values_list("tenant_id", flat=True)
+        .distinct()
+    )
+    return GatewayConfig(
+        backends,
+        routes,
+        scheduler,
+        scheduler_backends,
+        prices_in_force(routes),
+        {tenant: prices_in_force(routes, tenant) for tenant in own},
+    )
 
 
-def prices_in_force(models: Iterable[str]) -> dict[str, tuple[float, float]]:
+def prices_in_force(
+    models: Iterable[str], tenant_id: int | None = None
+) -> dict[str, tuple[float, float]]:
+    """Each model's (input, output) price per million tokens now, for `tenant_id` if given."""
     now = timezone.now()
     rules = list(CostRule.objects.filter(model__in=[*models, "*"], effective_from__lte=now))
     prices = {}
     for model in models:
-        rule = rule_in_force(rules, model, now)
+        rule = rule_in_force(rules, model, now, tenant_id)
         if rule is not None:
             prices[model] = (float(rule.input_per_million), float(rule.output_per_million))
     return prices

@@ -26,6 +26,7 @@ from llmserver.runtime.db import run_db
 from llmserver.runtime.eta import ServiceTimes
 from llmserver.runtime.keys import KeyCache, unusable_key_ids
 from llmserver.runtime.observability import GatewayMetrics
+from llmserver.runtime.ratelimit import sliding_window
 from llmserver.runtime.reservations import Reservations
 from llmserver.runtime.usage import UsageWriter
 from scheduling import SchedulerConfig, SchedulerService, SchedulerSnapshot
@@ -48,6 +49,7 @@ class Gateway:
         self.clock = clock
         self.keys = KeyCache(conf.key_cache_seconds, clock=clock)
         self.reservations = Reservations()
+        self.rate_window = sliding_window(conf.rate_limit_redis_url)
         self.usage = UsageWriter(
             conf.usage_flush_interval, conf.usage_batch_size, self.reservations.release
         )
@@ -96,6 +98,7 @@ class Gateway:
         for client in self.clients.values():
             await client.aclose()
         self.clients = {}
+        await self.rate_window.aclose()
         self.started = False
 
     async def drain(self, seconds: float) -> None:
@@ -127,9 +130,13 @@ class Gateway:
         config = await run_db(load_gateway_config, self.settings)
         self._apply(config)
 
-    def prices(self) -> Mapping[str, tuple[float, float]]:
-        """Public model name -> (input, output) price per million tokens in force."""
-        return self.config.prices if self.config is not None else {}
+    def prices(self, tenant_id: int | None = None) -> Mapping[str, tuple[float, float]]:
+        """Public model name -> (input, output) price per million tokens in force: the list
+        price, or `tenant_id`'s own where it has one."""
+        if self.config is None:
+            return {}
+        own = self.config.tenant_prices.get(tenant_id) if tenant_id is not None else None
+        return own or self.config.prices
 
     def routes(self) -> Mapping[str, Mapping[str, str]]:
         """Public model name -> {backend: the backend's model name}, as configured now."""

@@ -50,6 +50,13 @@ class KeyInfo:
     over_budget: str
     preemptible: bool = True
     preempt_after: float | None = None
+    rpm_per_key: int | None = None
+    tpm_per_key: int | None = None
+    tenant_rpm: int | None = None
+    tenant_tpm: int | None = None
+    key_budget: Decimal | None = None
+    within_principal: str | None = None
+    aging_seconds: float | None = None
 
     def allows_model(self, model: str) -> bool:
         return patterns_allow(self.model_patterns, model)
@@ -81,6 +88,13 @@ def load_key(secret: str) -> KeyInfo | None:
         over_budget=str(tier.over_budget),
         preemptible=tier.preemptible,
         preempt_after=None if tier.preempt_after_ms is None else tier.preempt_after_ms / 1000.0,
+        rpm_per_key=tier.rpm_per_key,
+        tpm_per_key=tier.tpm_per_key,
+        tenant_rpm=key.tenant.rpm_limit,
+        tenant_tpm=key.tenant.tpm_limit,
+        key_budget=key.monthly_budget,
+        within_principal=tier.within_principal or None,
+        aging_seconds=tier.aging_seconds,
     )
 
 

@@ -85,7 +85,9 @@ def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
         rules.setdefault(known.model, []).append(known)
     records = []
     for d, model in zip(drafts, models, strict=True):
-        rule = rule_in_force([*rules.get(model, ()), *rules.get("*", ())], model, d.queued_at)
+        rule = rule_in_force(
+            [*rules.get(model, ()), *rules.get("*", ())], model, d.queued_at, d.tenant_id
+        )
         cost = rule.cost(d.prompt_tokens, d.completion_tokens) if rule else Decimal(0)
         records.append(
             UsageRecord(

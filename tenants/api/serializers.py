@@ -81,8 +81,20 @@ class BudgetRow(serializers.Serializer[Any]):
     month_end = serializers.DateTimeField()
 
 
+class RateLimitRow(serializers.Serializer[Any]):
+    """The key's RPM/TPM limits (null: none) and what they refused this month (UTC)."""
+
+    requests_per_minute = serializers.IntegerField(allow_null=True)
+    tokens_per_minute = serializers.IntegerField(allow_null=True)
+    tenant_requests_per_minute = serializers.IntegerField(allow_null=True)
+    tenant_tokens_per_minute = serializers.IntegerField(allow_null=True)
+    refused_this_month = serializers.IntegerField()
+
+
 class QuotaReport(serializers.Serializer[Any]):
     tenant = serializers.CharField()
     user = serializers.CharField()
     rules = QuotaRow(many=True)
     budget = BudgetRow()
+    key_budget = BudgetRow(help_text="This API key's own monthly budget (blank budget: none).")
+    rate_limits = RateLimitRow()

@@ -17,8 +17,9 @@ from rest_framework.views import APIView
 from tenants.api.auth import api_key_of
 from tenants.api.schema import SelfServiceSchema
 from tenants.api.serializers import QuotaReport, UsageQuery, UsageReport
-from tenants.budget import budget_state
+from tenants.budget import budget_state, standing
 from tenants.quota import quota_status
+from tenants.reports.budgets import rate_limit_report
 from tenants.reports.csvexport import csv_response
 from tenants.reports.queries import UsageFilter, usage_by, usage_totals
 
@@ -90,5 +91,9 @@ class QuotaView(APIView):
             "user": key.user,
             "rules": quota_status(key, now),
             "budget": budget_state(key.tenant, now, tier=key.tier),
+            "rate_limits": rate_limit_report(key, now),
+            "key_budget": standing(
+                key.tenant_id, key.monthly_budget, str(key.tier.over_budget), now, key.pk
+            ),
         }
         return Response(QuotaReport(body).data)

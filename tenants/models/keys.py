@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -94,6 +95,15 @@ class ApiKey(models.Model):
         max_length=1024,
         blank=True,
         help_text="Comma-separated model names or patterns (llama-*); blank: every model.",
+    )
+    monthly_budget = models.DecimalField(
+        max_digits=14,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="This key's own spending limit per calendar month (UTC), beside its tenant's; "
+        "the tier's over-budget policy applies. Blank: none.",
     )
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked = models.BooleanField(default=False)

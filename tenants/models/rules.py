@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 from tenants.models.tenants import Tenant
@@ -93,20 +93,30 @@ class QuotaRule(models.Model):
 
 
 class CostRuleManager(models.Manager["CostRule"]):
-    def price_at(self, model: str, when: datetime) -> CostRule | None:
-        """The rule in force for `model` at `when`: its own, else the `*` default."""
-        return rule_in_force(self.filter(model__in=(model, "*")), model, when)
+    def price_at(self, model: str, when: datetime, tenant_id: int | None = None) -> CostRule | None:
+        """The rule in force for `model` at `when` (for `tenant_id`'s usage, if given)."""
+        return rule_in_force(self.filter(model__in=(model, "*")), model, when, tenant_id)
 
 
-def rule_in_force(rules: Iterable[CostRule], model: str, when: datetime) -> CostRule | None:
-    """Of `rules`, the latest one for `model` effective at `when`, else the latest `*` one."""
-    best: dict[str, CostRule] = {}
+def rule_in_force(
+    rules: Iterable[CostRule], model: str, when: datetime, tenant_id: int | None = None
+) -> CostRule | None:
+    """Of `rules`, the latest effective at `when`, in this order: the tenant's own price for
+    `model` (a negotiated rate), the list price for `model`, the tenant's `*`, the list `*`.
+    A tenant's price overrides the list price only from its own effective date."""
+    best: dict[tuple[int | None, str], CostRule] = {}
     for rule in rules:
-        if rule.model in (model, "*") and rule.effective_from <= when:
-            seen = best.get(rule.model)
+        if rule.tenant_id not in (None, tenant_id) or rule.model not in (model, "*"):
+            continue
+        if rule.effective_from <= when:
+            slot = (rule.tenant_id, rule.model)
+            seen = best.get(slot)
             if seen is None or rule.effective_from > seen.effective_from:
-                best[rule.model] = rule
-    return best.get(model) or best.get("*")
+                best[slot] = rule
+    for slot in ((tenant_id, model), (None, model), (tenant_id, "*"), (None, "*")):
+        if slot in best:
+            return best[slot]
+    return None
 
 
 class CostRule(models.Model):
@@ -120,6 +130,22 @@ class CostRule(models.Model):
         max_digits=12, decimal_places=6, validators=[MinValueValidator(0)]
     )
     effective_from = models.DateTimeField()
+    currency = models.CharField(
+        max_length=3,
+        default="USD",
+        validators=[RegexValidator("^[A-Z]{3}$", "An ISO 4217 code such as USD or EUR.")],
+        help_text="ISO 4217 code. Costs, spend and budgets are sums of these prices, so every "
+        "rule must use the same currency.",
+    )
+    tenant = models.ForeignKey(
+        Tenant,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="cost_rules",
+        help_text="A tenant's own (negotiated) price: from its effective date it overrides the "
+        "list price for this tenant's usage. Blank: the list price.",
+    )
 
     objects = CostRuleManager()
 
@@ -127,12 +153,28 @@ class CostRule(models.Model):
         ordering = ["model", "-effective_from"]
         constraints = [
             models.UniqueConstraint(
-                fields=["model", "effective_from"], name="one_price_per_instant"
-            )
+                fields=["model", "effective_from"],
+                condition=models.Q(tenant__isnull=True),
+                name="one_price_per_instant",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "model", "effective_from"],
+                condition=models.Q(tenant__isnull=False),
+                name="one_tenant_price_per_instant",
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.model} from {self.effective_from:%Y-%m-%d}"
+        whose = f" for {self.tenant}" if self.tenant_id is not None else ""
+        return f"{self.model}{whose} from {self.effective_from:%Y-%m-%d}"
+
+    def clean(self) -> None:
+        """One currency for all prices: a month's spend adds them up."""
+        other = CostRule.objects.exclude(pk=self.pk).exclude(currency=self.currency).first()
+        if other is not None:
+            raise ValidationError(
+                {"currency": f"Other prices are in {other.currency}; every price must use one."}
+            )
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> Decimal:
         return (

@@ -21,6 +21,18 @@ class Tenant(models.Model):
         validators=[MinValueValidator(0)],
         help_text="Spending limit per calendar month (UTC) in the cost rules' currency; blank: none.",
     )
+    rpm_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Requests per minute (sliding window) for all this tenant's keys together. "
+        "Blank: no limit.",
+    )
+    tpm_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tokens per minute (prompt estimate plus max_tokens) for all this tenant's keys "
+        "together. Blank: no limit.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

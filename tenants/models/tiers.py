@@ -75,6 +75,33 @@ class Tier(models.Model):
         "slot is busy, one running request of a lower tier, or of a user over their share, is "
         "paused for it. Blank: this tier never pauses others.",
     )
+    within_principal = models.CharField(
+        max_length=4,
+        blank=True,
+        choices=[("fifo", "first come, first served"), ("sjf", "shortest estimated first")],
+        help_text="The order of one user's own waiting requests: shortest first (by max_tokens) "
+        "cuts their total wait. Blank: the gateway's SCHEDULER_WITHIN_PRINCIPAL.",
+    )
+    aging_seconds = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0)],
+        help_text="A request of this tier waiting this long moves up one band, and again after "
+        "each further period, so it is never starved; 0: never. Blank: the gateway's "
+        "SCHEDULER_AGING_SECONDS.",
+    )
+    rpm_per_key = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Requests per minute (sliding window) each key of this tier may send; above "
+        "it, 429 with Retry-After. Blank: no limit.",
+    )
+    tpm_per_key = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tokens per minute (prompt estimate plus max_tokens, counted at admission, as "
+        "OpenAI does) each key of this tier may send. Blank: no limit.",
+    )
 
     class Meta:
         ordering = ["band", "name"]

@@ -41,7 +41,17 @@ TABLES: dict[str, tuple[str, list[str]]] = {
     ),
     "budgets": (
         "Monthly budgets (this month, UTC)",
-        ["tenant", "spent", "budget", "used_percent", "exceeded", "policy", "refused"],
+        [
+            "tenant",
+            "key",
+            "spent",
+            "budget",
+            "used_percent",
+            "exceeded",
+            "policy",
+            "refused",
+            "rate_limited",
+        ],
     ),
 }
 DIMENSION = {

@@ -36,6 +36,8 @@ def world(transactional_db: None, simulator: RunningSimulator, settings: Any) ->
         **settings.LLMSERVER,
         "SCRAPE_INTERVAL": 0.05,
         "USAGE_FLUSH_INTERVAL": 0.05,
+        # Rate windows in memory: in Redis they would outlive the test, and ids repeat.
+        "RATE_LIMIT_REDIS_URL": "",
     }
     tight = Tier.objects.create(
         name="tight",

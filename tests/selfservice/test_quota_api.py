@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from tenants import budget
-from tenants.models import QuotaRule, Tenant
+from tenants.models import ApiKey, QuotaRule, Tenant, Tier, UsageRecord
 from tests.reports.usage_data import record
 
 
@@ -50,7 +50,36 @@ def test_it_shows_the_monthly_budget(cast: Any) -> None:
     assert body["budget"]["budget"] == "0.0001"
 
 
+def test_it_shows_the_keys_own_budget_and_only_that_keys_spend(cast: Any) -> None:
+    from tests.reports.usage_data import prices
+
+    prices()
+    ApiKey.objects.filter(pk=cast.alice.pk).update(monthly_budget=Decimal("0.001"))
+    record("a1", cast.acme, "alice", "other", timezone.now(), 1000, 1000, api_key=cast.alice)
+    record("b1", cast.acme, "bob", "other", timezone.now(), 1000, 1000, api_key=cast.bob)
+    key_budget = get(cast.alice_key).json()["key_budget"]
+    assert (key_budget["budget"], key_budget["exceeded"]) == ("0.0010", True)
+    assert Decimal(key_budget["spent"]) == Decimal("0.0015")
+
+
 def test_it_shows_charlie_only_globex_rules(cast: Any) -> None:
     QuotaRule.objects.create(tenant=cast.acme, window="day", metric="tokens", limit=1000)
     body = get(cast.charlie_key).json()
     assert (body["tenant"], body["rules"]) == ("globex", [])
+
+
+def test_it_shows_the_keys_rate_limits_and_what_they_refused_this_month(cast: Any) -> None:
+    Tier.objects.filter(pk=cast.interactive.pk).update(rpm_per_key=60, tpm_per_key=None)
+    Tenant.objects.filter(pk=cast.acme.pk).update(tpm_limit=100_000)
+    refused = record("r1", cast.acme, "alice", "llama", timezone.now(), api_key=cast.alice)
+    UsageRecord.objects.filter(pk=refused.pk).update(
+        status="rejected", error_type="rate_limit_exceeded"
+    )
+    record("r2", cast.acme, "bob", "llama", timezone.now(), api_key=cast.bob)
+    assert get(cast.alice_key).json()["rate_limits"] == {
+        "requests_per_minute": 60,
+        "tokens_per_minute": None,
+        "tenant_requests_per_minute": None,
+        "tenant_tokens_per_minute": 100_000,
+        "refused_this_month": 1,
+    }
