@@ -96,17 +96,21 @@ class BackendState:
         return m is None or m.scraped_at is None or now - m.scraped_at > stale_after
 
     def record_scrape(self, metrics: BackendMetrics) -> None:
+        last = self.metrics
         self.metrics = metrics
         self.dispatched_since_scrape = 0
         self.completed_since_scrape = 0
         seen = max(0.0, (metrics.running or 0.0) + (metrics.waiting or 0.0) - self.in_flight)
-        last = self._external_last
-        self._external = seen if last is None else min(seen, last)
+        before = self._external_last
+        self._external = seen if before is None else min(seen, before)
         self._external_last = seen
         if metrics.capacity:
             self.reported_capacity = metrics.capacity
-        if metrics.running and metrics.waiting:  # full: what runs is what fits
-            self.learned_capacity = max(self.learned_capacity or 0, int(metrics.running))
+        # Full, and for a whole scrape interval: what runs is what fits. One scrape with a queue
+        # is no proof: a request that has just arrived waits for the engine's next step.
+        if metrics.running and metrics.waiting and last is not None and last.waiting:
+            running = max(metrics.running, last.running or 0.0)
+            self.learned_capacity = max(self.learned_capacity or 0, int(running))
 
     def record_dispatch(self) -> None:
         self.in_flight += 1

@@ -55,7 +55,7 @@ def test_its_own_requests_in_a_scrape_are_not_counted_twice():
     assert s.backends["b1"].estimated_waiting() == 0
 
 
-def test_the_capacity_is_learned_as_the_most_running_seen_while_requests_waited():
+def test_the_capacity_is_learned_as_the_most_running_seen_while_requests_kept_waiting():
     s = scheduler(slots(None), gates=EMPTY_QUEUE)
     s.update_metrics("b1", fresh(waiting=0, running=5))
     assert s.backends["b1"].capacity is None
@@ -98,3 +98,10 @@ def test_traffic_from_elsewhere_seen_by_two_scrapes_in_a_row_takes_slots():
     for _ in range(2):
         s.submit(job(ALICE), 0.0)
     assert len(s.select(0.0)) == 1
+
+
+def test_a_request_waiting_for_the_engines_next_step_teaches_no_capacity():
+    s = scheduler(slots(None), gates=EMPTY_QUEUE)
+    s.update_metrics("b1", fresh(waiting=1, running=3))  # it has just arrived
+    s.update_metrics("b1", fresh(waiting=0, running=4))
+    assert s.backends["b1"].capacity is None
