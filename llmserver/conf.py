@@ -45,6 +45,12 @@ class GatewaySettings:
     metrics_token: str = ""
     metrics_allow: tuple[str, ...] = ()
     access_log: bool = True
+    # "local": the scheduler in this process; "redis": one scheduler for every process sharing
+    # `redis_url` and `cluster_prefix`, led by whoever holds the lease.
+    scheduler_transport: str = "local"
+    redis_url: str = ""
+    cluster_prefix: str = "llmserver"
+    cluster_lease_seconds: float = 3.0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GatewaySettings:

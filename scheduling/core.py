@@ -258,20 +258,42 @@ class Scheduler:
             backend = self._choose_backend(entry, candidates)
             lane.queue.pop()
             self._unqueue(entry)
-            entry.state = DISPATCHED
-            entry.backend = backend.name
-            entry.charged = entry.job.estimated_cost / max(entry.job.weight, 1e-9)
-            lane.service += entry.charged
-            lane.in_flight += 1
-            pstate.in_flight += 1
-            self._active.setdefault((model, band), set()).add(lane)
-            backend.record_dispatch()
+            self._take_slot(entry, lane, backend)
             self.totals["dispatched"] += 1
             if entry.job.prefix_key is not None:
                 self._remember_prefix(entry.job.prefix_key, backend.name)
             if lane.live > 0:
                 heap.push(lane)
             return Dispatch(entry.job, backend.name, lane.band, self._priority(lane, backend))
+
+    def _take_slot(self, entry: Entry, lane: Lane, backend: BackendState) -> None:
+        """Mark `entry` running on `backend`: its charge on the lane's account, its slot counted
+        on the lane, the principal and the backend."""
+        entry.state = DISPATCHED
+        entry.backend = backend.name
+        entry.charged = entry.job.estimated_cost / max(entry.job.weight, 1e-9)
+        lane.service += entry.charged
+        lane.in_flight += 1
+        self.principals[lane.principal].in_flight += 1
+        self._active.setdefault((lane.model, lane.band), set()).add(lane)
+        backend.record_dispatch()
+
+    def adopt(self, job: Job, backend: str, now: float) -> None:
+        """Take over a job already running on `backend` (dispatched by a scheduler that is gone):
+        its slot and its charge are counted as if this scheduler had dispatched it, so a new
+        leader rebuilds in-flight counts and accounts from what the relays hold. Raises KeyError
+        for an unknown backend and ValueError for a job id already live."""
+        if job.id in self.entries:
+            raise ValueError(f"job id {job.id!r} is already live")
+        state = self.backends[backend]
+        self.principals.setdefault(job.principal, PrincipalState())
+        if job.enqueued_at is None:
+            job.enqueued_at = now
+        entry = Entry(job=job, seq=next(self._seq))
+        lane = self._lane(job.model, job.band, job.principal)
+        entry.lane = lane
+        self.entries[job.id] = entry
+        self._take_slot(entry, lane, state)
 
     def _choose_backend(self, entry: Entry, candidates: list[BackendState]) -> BackendState:
         """Cache affinity unless the affine backend is loaded past the slack; else least load."""
