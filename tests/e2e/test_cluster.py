@@ -1,0 +1,133 @@
+"""Three gateway processes, one scheduler: one fair queue across them, and a leader's death
+survived. Real processes on loopback, one simulator, a real Redis (skipped without one)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmserver.testing.processes import Database, Gateway, start_gateway, start_peer
+from simulator.launcher import RunningSimulator, start_simulator
+from tests.cluster.cluster_helpers import REDIS_URL, delete_prefix, needs_redis
+from tests.e2e.clients import join, start_streams, usage_rows, wait_streaming
+
+pytestmark = [pytest.mark.e2e, needs_redis]
+NO_TPOT_GATE = (
+    "shell",
+    "-c",
+    "from tenants.models import Tier; Tier.objects.update(gate_max_tpot_ms=None)",
+)
+
+
+@pytest.fixture
+def simulator() -> Iterator[RunningSimulator]:
+    sim = start_simulator("--max-num-seqs", "2", "--model", "demo-llama", "--speed", "2")
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture
+def cluster(simulator: RunningSimulator, tmp_path: Path) -> Iterator[list[Gateway]]:
+    """Three processes on one database and one Redis prefix of this test's own."""
+    prefix = f"test-e2e-{uuid.uuid4().hex[:10]}"
+    env = {
+        "SCRAPE_INTERVAL": "0.05",
+        "REDIS_URL": REDIS_URL,
+        "SCHEDULER_TRANSPORT": "redis",
+        "CLUSTER_PREFIX": prefix,
+        "CLUSTER_LEASE_SECONDS": "1.5",
+    }
+    database = Database(tmp_path)
+    first = start_gateway(database.url, simulator.url, env, quiet=True, setup=[NO_TPOT_GATE])
+    members = [first, start_peer(first), start_peer(first)]
+    try:
+        yield members
+    finally:
+        for member in members:
+            member.stop()
+        database.drop()
+        delete_prefix(prefix)
+
+
+def readiness(gateway: Gateway) -> dict[str, object]:
+    try:
+        return dict(httpx.get(gateway.url + "/readyz", timeout=5).json())
+    except httpx.HTTPError:
+        return {}
+
+
+def wait_for_leader(members: list[Gateway], timeout: float = 30.0) -> Gateway:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for member in members:
+            if readiness(member).get("scheduler") == "leader":
+                return member
+        time.sleep(0.1)
+    raise AssertionError(f"no leader: {[readiness(m) for m in members]}")
+
+
+def queued(gateway: Gateway) -> float:
+    text = httpx.get(gateway.url + "/metrics", timeout=5).text
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "llmserver_queue_depth"
+    )
+
+
+def wait_queued(gateway: Gateway, at_least: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while queued(gateway) < at_least:
+        assert time.monotonic() < deadline, f"never {at_least} queued at the leader"
+        time.sleep(0.05)
+
+
+def new_key(gateway: Gateway, user: str, tier: str) -> str:
+    out = gateway.manage("create_api_key", "demo", user, "--tier", tier, "--json")
+    return str(json.loads(out.strip().splitlines()[-1])["key"])
+
+
+def test_light_users_on_other_processes_go_before_the_power_users_flood(
+    cluster: list[Gateway],
+) -> None:
+    one, two, three = cluster
+    leader = wait_for_leader(cluster)
+    power, light1, light2 = (new_key(one, user, "batch") for user in ("power", "l1", "l2"))
+    flood = start_streams(one, [20] * 12, key=power)
+    wait_queued(leader, 8)
+    lights = start_streams(two, [20], key=light1) + start_streams(three, [20], key=light2)
+    outcomes = join(flood + lights)
+    assert all(out.get("status") == 200 for out in outcomes), outcomes
+    power_starts = sorted(out["first_text_at"] for out in outcomes[:12])
+    for light in outcomes[12:]:
+        assert light["first_text_at"] < power_starts[9]
+
+
+def test_the_leaders_death_loses_no_request_on_the_other_processes(
+    cluster: list[Gateway],
+) -> None:
+    leader = wait_for_leader(cluster)
+    survivors = [m for m in cluster if m is not leader]
+    streams = start_streams(survivors[0], [100] * 6) + start_streams(
+        survivors[1], [100] * 6, key=survivors[1].key("bob")
+    )
+    wait_streaming(streams[:1])
+    wait_queued(leader, 1)
+    leader.process.kill()  # kill -9: no drain, no lease hand-over
+    leader.process.wait(timeout=10)
+    outcomes = join(streams)
+    for out in outcomes:
+        assert out.get("status") == 200, out
+        assert out["tail"][-1] == "data: [DONE]", out
+    assert wait_for_leader(survivors) in survivors
+    rows = usage_rows(survivors[0])
+    assert {out["id"] for out in outcomes} <= set(rows)
+    assert all(rows[out["id"]][0] == "ok" for out in outcomes), rows
