@@ -76,7 +76,9 @@ class ClusterScheduler:
         if self._tasks:
             return
         with contextlib.suppress(RedisError):
-            await self.relay.heartbeat()  # alive before the first submit can reach a leader
+            # Alive and connected before the first submit: /readyz tells the truth at once.
+            await self.relay.heartbeat()
+            await self.relay.connect()
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self.relay.read_loop(), name="cluster-relay-read"),

@@ -130,11 +130,11 @@ class Relay:
     async def read_loop(self) -> None:
         """Wait on the grant and control streams; on a Redis error, mark the cluster unavailable
         and try again until it answers."""
-        synced = False
+        synced = self.available
         while True:
             try:
                 if not synced:
-                    await self._sync_control()
+                    await self.connect()
                     synced = True
                 cursors: dict[str, StreamId] = {
                     self.keys.grants(self.node): self._grants_cursor,
@@ -155,14 +155,16 @@ class Relay:
                     self._grants_cursor = entry_id
                 self.receive(message)
 
-    async def _sync_control(self) -> None:
-        """Start reading the control stream after its last entry, and learn the epoch it names."""
+    async def connect(self) -> None:
+        """Start reading the control stream after its last entry, learn the epoch it names, and
+        count as available (raises RedisError if Redis does not answer)."""
         newest = await streams.last(self.redis, self.keys.control)
         if newest is not None:
             self._control_cursor, announcement = newest
             self.receive(announcement)
         else:
             self.learn_epoch(epoch_of(await self.redis.get(self.keys.leader)))
+        self.available = True
 
     async def write_loop(self) -> None:
         while True:
