@@ -11,7 +11,6 @@ messages until it is cancelled or finds itself deposed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 
@@ -118,15 +117,13 @@ class Leader:
                 cursor = await self._read(cursor, block, settling=True)
             self._adopt_settled()
             await self.service.start()
-            while True:
+            while not streams.cancelled_meanwhile():
                 if sender.done():
                     sender.result()  # Deposed or a Redis error ends the term
                 cursor = await self._read(cursor, READ_BLOCK_MS, settling=False)
         finally:
-            for task in (sender, liveness):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+            self._mail.set()
+            await streams.stop_tasks([sender, liveness], READ_BLOCK_MS / 1000 + 1)
             self.service.on_step = None
 
     async def _read(self, cursor: StreamId, block: int, settling: bool) -> StreamId:
@@ -220,7 +217,7 @@ class Leader:
         self._mail.set()
 
     async def _send_loop(self) -> None:
-        while True:
+        while not streams.cancelled_meanwhile():
             await self._mail.wait()
             self._mail.clear()
             batch, self._outbox = self._outbox, []
@@ -231,7 +228,7 @@ class Leader:
         """Jobs of a relay whose heartbeat is missing twice in a row (its process died) are
         dropped: their slots would otherwise stay taken for ever."""
         missing: set[str] = set()
-        while True:
+        while not streams.cancelled_meanwhile():
             await asyncio.sleep(self.check_every)
             relays = sorted(set(self.owners.values()))
             if not relays:

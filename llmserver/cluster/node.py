@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from llmserver.cluster import streams
 from llmserver.cluster.leader import Leader, LeaderService
 from llmserver.cluster.lease import Keys, Lease
 from llmserver.cluster.relay import Relay
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 LEADER = "leader"
 FOLLOWER = "follower"
 UNAVAILABLE = "redis_unavailable"
+# A loop blocked in Redis sees that it is stopped within one blocking read (1 s).
+STOP_SECONDS = 2.0
 
 
 def node_name() -> str:
@@ -91,9 +94,8 @@ class ClusterScheduler:
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        self.relay.wake_writer()
+        await streams.stop_tasks(tasks, STOP_SECONDS)
         with contextlib.suppress(RedisError):
             await self.lease.release()
         await self._step_down()
@@ -112,11 +114,13 @@ class ClusterScheduler:
 
     async def _lease_loop(self) -> None:
         """Heartbeat, then renew (leader) or contend (everyone else), three times per lease."""
-        while True:
+        while not streams.cancelled_meanwhile():
             try:
                 await self.relay.heartbeat()
                 await self.lease_once()
             except RedisError as exc:
+                if streams.cancelled_meanwhile():
+                    raise asyncio.CancelledError from exc
                 log.warning("cluster lease: Redis error %s", exc)
                 await self._step_down()
             await asyncio.sleep(self.lease_seconds / 3)
@@ -138,9 +142,7 @@ class ClusterScheduler:
     async def _step_down(self) -> None:
         task, self._leader = self._leader, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await streams.stop_tasks([task], STOP_SECONDS)
             await self.local.stop()
             self.local.clear()
             self.lease.value = None

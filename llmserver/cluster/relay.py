@@ -131,7 +131,7 @@ class Relay:
         """Wait on the grant and control streams; on a Redis error, mark the cluster unavailable
         and try again until it answers."""
         synced = self.available
-        while True:
+        while not streams.cancelled_meanwhile():
             try:
                 if not synced:
                     await self.connect()
@@ -143,6 +143,8 @@ class Relay:
                 self.available = True
                 found = await streams.read(self.redis, cursors, READ_BLOCK_MS)
             except RedisError as exc:
+                if streams.cancelled_meanwhile():
+                    raise asyncio.CancelledError from exc
                 if self.available:
                     log.warning("the scheduler's Redis is unreachable: %s", exc)
                 self.available, synced = False, False
@@ -167,7 +169,7 @@ class Relay:
         self.available = True
 
     async def write_loop(self) -> None:
-        while True:
+        while not streams.cancelled_meanwhile():
             await self._mail.wait()
             self._mail.clear()
             batch, self._outbox = self._outbox, []
@@ -180,7 +182,9 @@ class Relay:
                             self.keys.sched, {"m": raw}, maxlen=STREAM_MAXLEN, approximate=True
                         )
                     await pipe.execute()
-            except RedisError:
+            except RedisError as exc:
+                if streams.cancelled_meanwhile():
+                    raise asyncio.CancelledError from exc
                 self.available = False
                 self._outbox[:0] = batch  # resent in order once Redis answers
                 await asyncio.sleep(RETRY_SECONDS)
@@ -211,6 +215,10 @@ class Relay:
 
     def _send(self, kind: str, body: dict[str, Any]) -> None:
         self._outbox.append(Message(kind, self.epoch, body).encode())
+        self._mail.set()
+
+    def wake_writer(self) -> None:
+        """Let the writer see that it is being stopped."""
         self._mail.set()
 
     async def close(self) -> None:

@@ -3,6 +3,7 @@ live here and nowhere else."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from redis.asyncio import Redis
@@ -34,3 +35,22 @@ async def last(redis: Redis, stream: str) -> tuple[StreamId, Message] | None:
         return None
     entry_id, fields = found[0]
     return entry_id, Message.decode(fields[b"m"])
+
+
+def cancelled_meanwhile() -> bool:
+    """Whether this task was asked to stop. redis-py does not always let a cancellation through
+    a command in progress (it may come out as a RedisError, or not at all), so every loop that
+    talks to Redis asks this on each turn instead of trusting CancelledError to reach it."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def stop_tasks(tasks: list[asyncio.Task[None]], timeout: float) -> None:
+    """Cancel and wait for `tasks`, at most `timeout` seconds (see `cancelled_meanwhile`)."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        done, _ = await asyncio.wait(tasks, timeout=timeout)
+        for task in done:
+            if not task.cancelled():
+                task.exception()  # retrieved: a loop that ended on an error logs nothing more
