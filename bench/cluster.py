@@ -119,7 +119,7 @@ async def workers_phase(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for name, extra, rg_args in targets:
             prefix = f"bench-workers-{uuid.uuid4().hex[:8]}"
-            env = {"REDIS_URL": REDIS_URL, "CLUSTER_PREFIX": prefix, **extra}
+            env = {"REDIS_URL": REDIS_URL, "CLUSTER_PREFIX": prefix, "ACCESS_LOG": "false", **extra}
             with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp:
                 db = Database(Path(tmp))
                 gw = start_gateway(

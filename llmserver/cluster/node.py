@@ -170,8 +170,10 @@ class ClusterScheduler:
         self.local.configure(config, backends)
 
     def position(self, job_id: str) -> QueuePosition | None:
-        """Known on the leader only (it holds every queue); None elsewhere."""
-        return self.local.position(job_id)
+        """Exact on the leader (it holds every queue); a follower's lower bound elsewhere."""
+        if self.leading:
+            return self.local.position(job_id)
+        return self.relay.position(job_id)
 
     def snapshot(self) -> SchedulerSnapshot:
         """The cluster's queues on the leader; elsewhere this process's backend view only."""

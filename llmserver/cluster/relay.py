@@ -24,7 +24,16 @@ from llmserver.cluster.lease import Keys, epoch_of
 from llmserver.cluster.streams import StreamId
 from llmserver.cluster.transport import ClusterUnavailable
 from llmserver.cluster.wire import Message
-from scheduling import Job, JobCancelled, NoBackend, QueueFull, QueueTimeout, Ticket
+from scheduling import (
+    Job,
+    JobCancelled,
+    NoBackend,
+    QueueFull,
+    QueuePosition,
+    QueueTimeout,
+    Ticket,
+)
+from scheduling.position import QUEUED_STATE, RUNNING_STATE
 
 log = logging.getLogger(__name__)
 STREAM_MAXLEN = 100_000
@@ -100,6 +109,24 @@ class Relay:
         if isinstance(ticket, RemoteTicket) and ticket.job.id in self.tickets:
             ticket.requeued(failed_backend)
             self._send(wire.REQUEUE, {"id": ticket.job.id, "failed": failed_backend})
+
+    def position(self, job_id: str) -> QueuePosition | None:
+        """A follower's view of its own job: running, or queued behind at least this relay's
+        own earlier jobs of its model and band (a lower bound: only the leader sees the rest)."""
+        ticket = self.tickets.get(job_id)
+        if ticket is None:
+            return None
+        job = ticket.job
+        mine = [t for t in self.tickets.values() if t.job.model == job.model]
+        running = sum(1 for t in mine if t.backend is not None)
+        if ticket.backend is not None:
+            return QueuePosition(RUNNING_STATE, job.model, ticket.band, 0, running)
+        ahead = sum(
+            1
+            for t in mine
+            if t.backend is None and t.job.band == job.band and t.queued_at < ticket.queued_at
+        )
+        return QueuePosition(QUEUED_STATE, job.model, job.band, ahead, running)
 
     # heartbeat and re-registration ----------------------------------------------------------
 

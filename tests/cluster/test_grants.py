@@ -72,3 +72,22 @@ async def test_a_leaders_refusal_reaches_the_waiting_request(prefix: str, reason
             await ticket.dispatched()
     finally:
         await member.stop()
+
+
+async def test_a_follower_knows_where_its_own_jobs_stand(prefix: str) -> None:
+    first, second = node(prefix, max_in_flight=1), node(prefix, max_in_flight=1)
+    await first.start()
+    await until(lambda: first.leading)
+    await second.start()
+    try:
+        await until(lambda: second.relay.epoch == first.lease.epoch)
+        running = second.submit(job("alice"))
+        await running.dispatched()
+        waiting = [second.submit(job("bob")) for _ in range(2)]
+        running_at = second.position(running.job.id)
+        later = second.position(waiting[1].job.id)
+        assert running_at is not None and running_at.state == "running"
+        assert later is not None and (later.state, later.position) == ("queued", 1)
+    finally:
+        await second.stop()
+        await first.stop()
