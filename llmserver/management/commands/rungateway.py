@@ -36,7 +36,12 @@ class Command(BaseCommand):
             default=1,
             help="Serve with N processes on one socket, sharing one scheduler (needs REDIS_URL).",
         )
-        parser.add_argument("--fd", type=int, help="(internal) serve on this inherited socket.")
+        parser.add_argument(
+            "--fd",
+            type=int,
+            help="Serve on this inherited listening socket (a --workers child, or 3 under "
+            "systemd socket activation) instead of binding --host/--port.",
+        )
         parser.add_argument(
             "--check-ports",
             action="store_true",
