@@ -128,6 +128,18 @@ def test_the_leaders_death_loses_no_request_on_the_other_processes(
         assert out.get("status") == 200, out
         assert out["tail"][-1] == "data: [DONE]", out
     assert wait_for_leader(survivors) in survivors
-    rows = usage_rows(survivors[0])
-    assert {out["id"] for out in outcomes} <= set(rows)
+    rows = written_rows(survivors[0], {out["id"] for out in outcomes})
     assert all(rows[out["id"]][0] == "ok" for out in outcomes), rows
+
+
+def written_rows(gateway: Gateway, ids: set[str], timeout: float = 20.0) -> dict:
+    """The usage rows once all of `ids` are written (the writer flushes a moment after the
+    client's last byte); fails naming the missing ones."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = usage_rows(gateway)
+        missing = ids - set(rows)
+        if not missing:
+            return rows
+        assert time.monotonic() < deadline, f"no usage row for {sorted(missing)}"
+        time.sleep(0.2)
