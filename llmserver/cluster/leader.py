@@ -98,6 +98,7 @@ class Leader:
         self._outbox: list[tuple[str, str]] = []
         self._mail = asyncio.Event()
         self._settling: list[tuple[float, Message]] = []
+        self._deferred: list[Message] = []  # reports that came in while settling
 
     async def run(self) -> None:
         newest = await streams.last(self.redis, self.keys.sched)
@@ -139,8 +140,11 @@ class Leader:
     def _handle(self, m: Message, settling: bool) -> None:
         now = self.service.clock()
         body = m.body
-        if m.t == wire.REGISTER and settling:
-            self._settling.append((float(body.get("waited", 0.0)), m))
+        if settling:
+            if m.t == wire.REGISTER:
+                self._settling.append((float(body.get("waited", 0.0)), m))
+            else:
+                self._deferred.append(m)  # after the registrations it may refer to
         elif m.t in (wire.SUBMIT, wire.REGISTER):
             self._intake(m, now)
         elif m.t in (wire.COMPLETE, wire.CANCEL):
@@ -181,14 +185,17 @@ class Leader:
 
     def _adopt_settled(self) -> None:
         """Running jobs first (their slots count before anything is granted), then the queued
-        ones, longest waiting first, so each principal's own order survives the change."""
+        ones, longest waiting first, so each principal's own order survives the change; then
+        the reports that arrived meanwhile (a registered job may already have ended)."""
         now = self.service.clock()
         running = [m for _, m in self._settling if m.body.get("backend")]
         queued = [x for x in self._settling if not x[1].body.get("backend")]
         queued.sort(key=_waited, reverse=True)
         for m in [*running, *(m for _, m in queued)]:
             self._intake(m, now)
-        self._settling = []
+        deferred, self._settling, self._deferred = self._deferred, [], []
+        for m in deferred:
+            self._handle(m, settling=False)
 
     # messages to relays ---------------------------------------------------------------------
 

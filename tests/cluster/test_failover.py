@@ -70,3 +70,22 @@ async def test_the_jobs_of_a_member_that_died_are_dropped_by_the_leader(prefix: 
         assert await waiting.dispatched() == "b1"  # the dead member's slot came free
     finally:
         await first.stop()
+
+
+async def test_a_job_that_ends_while_the_new_leader_settles_frees_its_slot(prefix: str) -> None:
+    first, second = node(prefix, max_in_flight=1), node(prefix, max_in_flight=1)
+    await first.start()
+    await until(lambda: first.leading)
+    await second.start()
+    try:
+        await until(lambda: second.relay.epoch == first.lease.epoch)
+        running = second.submit(job("alice"))
+        await running.dispatched()
+        old_epoch = second.relay.epoch
+        await die(first)
+        await until(lambda: second.relay.epoch != old_epoch)  # re-registered, leader settling
+        second.complete(running, 1.0)
+        waiting = second.submit(job("bob"))
+        assert await waiting.dispatched() == "b1"
+    finally:
+        await second.stop()
