@@ -34,7 +34,7 @@ from scheduling import (
 
 log = logging.getLogger(__name__)
 SETTLE_SECONDS = 0.25
-STREAM_MAXLEN = 100_000
+STREAM_MAXLEN = 10_000  # per relay's grant stream: far more than one relay has in flight
 READ_BLOCK_MS = 1000
 READ_COUNT = 1000
 

@@ -42,14 +42,17 @@ return 1
 """
 
 # KEYS: the lease, then one stream per message; ARGV: the lease value, the streams' length
-# cap, then the messages. Nothing is written unless the lease is still ours.
+# cap, their expiry (ms: the stream of a relay that died goes away by itself), then the
+# messages. Nothing is written unless the lease is still ours.
 FENCED_XADD = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 for i = 2, #KEYS do
-  redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[2], '*', 'm', ARGV[i + 1])
+  redis.call('XADD', KEYS[i], 'MAXLEN', '~', ARGV[2], '*', 'm', ARGV[i + 2])
+  redis.call('PEXPIRE', KEYS[i], ARGV[3])
 end
 return 1
 """
+STREAM_EXPIRY_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,5 +141,5 @@ class Lease:
         if not messages:
             return True
         keys = [self.keys.leader, *(stream for stream, _ in messages)]
-        args = [self.value, maxlen, *(message for _, message in messages)]
+        args = [self.value, maxlen, STREAM_EXPIRY_MS, *(message for _, message in messages)]
         return bool(await self._fenced(keys=keys, args=args))

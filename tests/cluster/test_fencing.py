@@ -49,3 +49,15 @@ async def test_a_leader_that_lost_its_lease_steps_down(prefix: str, redis) -> No
         assert member.lease.epoch > first
     finally:
         await member.stop()
+
+
+async def test_a_leaders_grant_stream_expires_if_nobody_reads_it(prefix: str, redis) -> None:
+    keys = Keys(prefix)
+    lease = Lease(redis, keys, "leader", 5.0)
+    assert await lease.try_acquire()
+    grant = Message(
+        wire.GRANT, lease.epoch, {"id": "j1", "backend": "b1", "band": 1, "priority": 2}
+    )
+    assert await lease.fenced_send([(keys.grants("gone"), grant.encode())], 100)
+    assert await redis.xlen(keys.grants("gone")) == 1
+    assert await redis.pttl(keys.grants("gone")) > 0  # a dead relay's stream goes by itself
