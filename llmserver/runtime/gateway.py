@@ -58,6 +58,7 @@ class Gateway:
         self.cluster: ClusterScheduler | None = None
         self.scheduler: SchedulerTransport
         if conf.scheduler_transport == "redis":
+            from llmserver.cluster.metrics import ClusterCollector
             from llmserver.cluster.node import ClusterScheduler
 
             self.cluster = ClusterScheduler(
@@ -68,6 +69,7 @@ class Gateway:
                 clock=clock,
             )
             self.scheduler = self.cluster
+            self.metrics.registry.register(ClusterCollector(self.cluster))
         else:
             self.scheduler = SchedulerService(SchedulerConfig(), (), clock)
         self.clients: dict[str, UpstreamClient] = {}
