@@ -3,11 +3,15 @@ survived. Real processes on loopback, one simulator, a real Redis (skipped witho
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -16,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from llmserver.testing.processes import Database, Gateway, start_gateway, start_peer
 from simulator.launcher import RunningSimulator, start_simulator
 from tests.cluster.cluster_helpers import REDIS_URL, delete_prefix, needs_redis
+from tests.cluster.proxy import CuttableProxy
 from tests.e2e.clients import join, start_streams, usage_rows, wait_streaming
 
 pytestmark = [pytest.mark.e2e, needs_redis]
@@ -33,27 +38,67 @@ def simulator() -> Iterator[RunningSimulator]:
     sim.stop()
 
 
-@pytest.fixture
-def cluster(simulator: RunningSimulator, tmp_path: Path) -> Iterator[list[Gateway]]:
-    """Three processes on one database and one Redis prefix of this test's own."""
+@contextlib.contextmanager
+def members(
+    simulator: RunningSimulator, tmp_path: Path, redis_url: str, count: int
+) -> Iterator[list[Gateway]]:
+    """`count` gateway processes on one database and one Redis prefix of their own."""
     prefix = f"test-e2e-{uuid.uuid4().hex[:10]}"
     env = {
         "SCRAPE_INTERVAL": "0.05",
-        "REDIS_URL": REDIS_URL,
+        "REDIS_URL": redis_url,
         "SCHEDULER_TRANSPORT": "redis",
         "CLUSTER_PREFIX": prefix,
         "CLUSTER_LEASE_SECONDS": "1.5",
     }
     database = Database(tmp_path)
     first = start_gateway(database.url, simulator.url, env, quiet=True, setup=[NO_TPOT_GATE])
-    members = [first, start_peer(first), start_peer(first)]
+    started = [first]
     try:
-        yield members
+        started += [start_peer(first) for _ in range(count - 1)]
+        yield started
     finally:
-        for member in members:
+        for member in started:
             member.stop()
         database.drop()
         delete_prefix(prefix)
+
+
+@pytest.fixture
+def cluster(simulator: RunningSimulator, tmp_path: Path) -> Iterator[list[Gateway]]:
+    with members(simulator, tmp_path, REDIS_URL, 3) as started:
+        yield started
+
+
+class ThreadedProxy:
+    """`CuttableProxy` on an event loop of its own thread, driven from this synchronous test."""
+
+    def __init__(self) -> None:
+        target = urlsplit(REDIS_URL)
+        self.proxy = CuttableProxy(target.hostname or "127.0.0.1", target.port or 6379)
+        self.url = f"redis://127.0.0.1:{self.proxy.port}{target.path}"
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def start(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.proxy.start(), self.loop).result(10)
+
+    def cut(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.proxy.cut(), self.loop).result(10)
+
+    def close(self) -> None:
+        self.cut()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@pytest.fixture
+def proxy() -> Iterator[ThreadedProxy]:
+    running = ThreadedProxy()
+    running.start()
+    yield running
+    running.close()
 
 
 def readiness(gateway: Gateway) -> dict[str, object]:
@@ -143,3 +188,37 @@ def written_rows(gateway: Gateway, ids: set[str], timeout: float = 20.0) -> dict
             return rows
         assert time.monotonic() < deadline, f"no usage row for {sorted(missing)}"
         time.sleep(0.2)
+
+
+def wait_state(gateways: list[Gateway], state: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(readiness(g).get("scheduler") != state for g in gateways):
+        assert time.monotonic() < deadline, f"not all {state}: {[readiness(g) for g in gateways]}"
+        time.sleep(0.1)
+
+
+def test_a_redis_outage_refuses_new_requests_and_loses_none_it_held(
+    simulator: RunningSimulator, tmp_path: Path, proxy: ThreadedProxy
+) -> None:
+    with members(simulator, tmp_path, proxy.url, 2) as gateways:
+        leader = wait_for_leader(gateways)
+        streams = [s for g in gateways for s in start_streams(g, [100] * 5)]
+        wait_streaming(streams[:1])
+        wait_queued(leader, 1)
+        proxy.cut()
+        wait_state(gateways, "redis_unavailable")
+        body = {"model": "demo-llama", "messages": [{"role": "user", "content": "hi"}]}
+        headers = {"authorization": f"Bearer {gateways[0].key('alice')}"}
+        refused = httpx.post(
+            gateways[0].url + "/v1/chat/completions", json=body, headers=headers, timeout=10
+        )
+        proxy.start()
+        outcomes = join(streams)
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
+        assert refused.json()["error"]["code"] == "scheduler_unavailable"
+        for out in outcomes:
+            assert out.get("status") == 200, out
+            assert out["tail"][-1] == "data: [DONE]", out
+        assert wait_for_leader(gateways) in gateways
+        rows = written_rows(gateways[0], {out["id"] for out in outcomes})
+        assert all(rows[out["id"]][0] == "ok" for out in outcomes), rows
