@@ -6,6 +6,7 @@ far above the load, so the client never queues requests itself. Everything runs 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import tempfile
@@ -69,6 +70,8 @@ class Outcome:
     e2e: float | None = None
     tokens: int = 0
     error: str | None = None
+    # sha1 of the streamed text, to check a (resumed) stream word for word against the answer
+    text_sha: str | None = None
 
 
 def has_text(line: str) -> bool:
@@ -88,12 +91,16 @@ async def stream_once(
                 await response.aread()
                 outcome.error = f"{response.status_code} {response.text[:120]}"
                 return outcome
+            text = hashlib.sha1()
             async for line in response.aiter_lines():
                 if line.startswith("data: {") and has_text(line):
                     if outcome.ttft is None:
                         outcome.ttft = time.monotonic() - start
                     outcome.tokens += 1
+                    for choice in json.loads(line[6:]).get("choices", []):
+                        text.update((choice.get("delta", {}).get("content") or "").encode())
         outcome.e2e = time.monotonic() - start
+        outcome.text_sha = text.hexdigest()
     except httpx.HTTPError as exc:
         outcome.error = repr(exc)[:160]
     return outcome

@@ -12,7 +12,16 @@ from scheduling.core import Scheduler, Step
 from scheduling.cost import CostUnit, job_cost
 from scheduling.errors import JobCancelled, NoBackend, QueueFull, QueueTimeout, SchedulingError
 from scheduling.gate import GateDecision, gate_open, is_saturated, is_usable
-from scheduling.jobs import BANDS, BATCH, INTERACTIVE, STANDARD, Dispatch, Job, Principal
+from scheduling.jobs import (
+    BANDS,
+    BATCH,
+    INTERACTIVE,
+    STANDARD,
+    Dispatch,
+    Eviction,
+    Job,
+    Principal,
+)
 from scheduling.lanes import create_principal_queue
 from scheduling.position import QueuePosition, queue_position
 from scheduling.service import SchedulerService, Ticket
@@ -35,6 +44,7 @@ __all__ = [
     "BackendView",
     "CostUnit",
     "Dispatch",
+    "Eviction",
     "GateDecision",
     "GateThresholds",
     "GateView",

@@ -27,6 +27,8 @@ class BackendMetrics:
     ttft_seconds: float | None = None
     healthy: bool = False
     scraped_at: float | None = None
+    # How many sequences the server says it runs at once (llama.cpp's /props), where it says.
+    capacity: int | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -34,18 +36,23 @@ class BackendState:
     """The scheduler's live view of one backend: its config, last scrape, and what the
     scheduler itself did since that scrape (so a slow scrape cannot hide a burst).
 
-    With a capacity (configured, or learned as the highest `running` seen while requests were
-    waiting), the queue is computed exactly: the gateway counts its own requests in flight the
-    moment it dispatches or releases one, and the scrape only adds the traffic that did not come
-    through this gateway."""
+    With a capacity (configured, reported by the server, or learned as the highest `running`
+    seen while requests were waiting), the queue is computed exactly: the gateway counts its own
+    requests in flight the moment it dispatches or releases one, and the scrapes only add the
+    traffic that did not come through this gateway."""
 
     config: BackendConfig
     metrics: BackendMetrics | None = None
     in_flight: int = 0
     dispatched_since_scrape: int = 0
     completed_since_scrape: int = 0
-    in_flight_at_scrape: int = 0
+    _external: float = 0.0
+    _external_last: float | None = None
     learned_capacity: int | None = None
+    reported_capacity: int | None = None
+    # Evictions decided here and not yet confirmed by their relays (the upstream request
+    # closed); no other is decided here meanwhile, so evictions never storm.
+    evicting: int = 0
 
     @property
     def name(self) -> str:
@@ -53,16 +60,14 @@ class BackendState:
 
     @property
     def capacity(self) -> int | None:
-        return self.config.capacity or self.learned_capacity
+        return self.config.capacity or self.reported_capacity or self.learned_capacity
 
     def external_load(self) -> float:
-        """Sequences at the backend (running or waiting) that are not this gateway's, as of the
-        last scrape."""
-        m = self.metrics
-        if m is None:
-            return 0.0
-        scraped = (m.running or 0.0) + (m.waiting or 0.0)
-        return max(0.0, scraped - self.in_flight_at_scrape)
+        """Sequences at the backend (running or waiting) that are not this gateway's: what the
+        last two scrapes both showed beyond our own in-flight count then. One scrape alone can
+        show a phantom: a request we released is still counted by the engine until its next
+        step (an abort, a stream whose end we read first), one we dispatched is not yet."""
+        return self._external
 
     def estimated_waiting(self) -> float:
         """How many requests the backend queues now. With a capacity: everything at the backend
@@ -94,7 +99,12 @@ class BackendState:
         self.metrics = metrics
         self.dispatched_since_scrape = 0
         self.completed_since_scrape = 0
-        self.in_flight_at_scrape = self.in_flight
+        seen = max(0.0, (metrics.running or 0.0) + (metrics.waiting or 0.0) - self.in_flight)
+        last = self._external_last
+        self._external = seen if last is None else min(seen, last)
+        self._external_last = seen
+        if metrics.capacity:
+            self.reported_capacity = metrics.capacity
         if metrics.running and metrics.waiting:  # full: what runs is what fits
             self.learned_capacity = max(self.learned_capacity or 0, int(metrics.running))
 

@@ -23,7 +23,9 @@ class BackendConfig:
     """One backend. `max_in_flight` is always enforced and is the only gate without metrics.
 
     `capacity` is how many sequences the engine runs at once (vLLM's `max_num_seqs`, llama.cpp's
-    slots), set by the operator; None means learn it from the backend's metrics."""
+    slots), set by the operator; None means learn it from the backend's metrics. `preemption`:
+    its jobs may be evicted to make room for a waiting job of a higher band or an under-served
+    principal."""
 
     name: str
     models: frozenset[str]
@@ -31,6 +33,7 @@ class BackendConfig:
     has_metrics: bool = True
     enabled: bool = True
     capacity: int | None = None
+    preemption: bool = False
 
 
 def article_gates() -> dict[int, GateThresholds]:
@@ -50,7 +53,9 @@ class SchedulerConfig:
     A band missing from `gates` has no thresholds, only `max_in_flight` (and, for backends with
     metrics, fresh healthy metrics). `aging_seconds` promotes a job one band per period waited;
     it is off by default so batch never adds latency to interactive users. `queue_full_retry_after`
-    is the Retry-After hint carried by `QueueFull`.
+    is the Retry-After hint carried by `QueueFull`. A running job of the waiter's own band is
+    evicted only while its principal holds more than its fair share of the pool's slots plus
+    `preempt_slack`; a resumed job is not evicted again for `preempt_protect_seconds`.
     """
 
     gates: Mapping[int, GateThresholds] = field(default_factory=article_gates)
@@ -60,3 +65,5 @@ class SchedulerConfig:
     affinity_slack: int = 2
     queue_full_retry_after: float = 1.0
     affinity_capacity: int = 100_000
+    preempt_slack: float = 1.0
+    preempt_protect_seconds: float = 5.0

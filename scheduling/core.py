@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from scheduling.backend_state import BackendMetrics, BackendState
@@ -17,7 +17,7 @@ from scheduling.config import BackendConfig, SchedulerConfig
 from scheduling.errors import NoBackend, QueueFull
 from scheduling.fairshare import BandHeap
 from scheduling.gate import gate_open
-from scheduling.jobs import Dispatch, Job, Principal
+from scheduling.jobs import Dispatch, Eviction, Job, Principal
 from scheduling.lanes import (
     DISPATCHED,
     DONE,
@@ -28,7 +28,9 @@ from scheduling.lanes import (
     create_principal_queue,
 )
 
-TOTAL_KEYS = ("dispatched", "completed", "cancelled", "expired", "rejected")
+TOTAL_KEYS = ("dispatched", "completed", "cancelled", "expired", "rejected", "evicted", "preempted")
+# Gate reasons that mean "every slot is busy", the only case in which preemption makes room.
+_FULL = frozenset({"max_in_flight", "waiting"})
 
 
 @dataclass(slots=True)
@@ -37,6 +39,7 @@ class Step:
 
     dispatched: list[Dispatch] = field(default_factory=list)
     expired: list[Job] = field(default_factory=list)
+    evicted: list[Eviction] = field(default_factory=list)
 
 
 class Scheduler:
@@ -56,6 +59,7 @@ class Scheduler:
         self._aging: list[tuple[float, int, int, Entry]] = []
         self._affinity: OrderedDict[str, str] = OrderedDict()
         self._seq = itertools.count()
+        self._preempt_due: float | None = None
         self.totals = dict.fromkeys(TOTAL_KEYS, 0)
         self.configure(config, backends)
 
@@ -181,16 +185,18 @@ class Scheduler:
     # decisions ------------------------------------------------------------------------------
 
     def dispatch_once(self, now: float) -> Step:
-        """One scheduling step: expire, age, then dispatch all that the gates allow."""
+        """One scheduling step: expire, age, dispatch all that the gates allow, then make room
+        where a job has waited past its `preempt_after` with every slot busy."""
         expired = self.expire(now)
-        return Step(dispatched=self.select(now), expired=expired)
+        dispatched = self.select(now)
+        return Step(dispatched=dispatched, expired=expired, evicted=self.preempt(now))
 
     def expire(self, now: float) -> list[Job]:
         """Remove queued jobs whose deadline has passed; they are never dispatched."""
         out: list[Job] = []
         while self._deadlines and self._deadlines[0][0] <= now:
             entry = heapq.heappop(self._deadlines)[2]
-            if entry.state == QUEUED and entry.where is not None:
+            if entry.state == QUEUED and entry.where is not None and not entry.preempted:
                 self._unqueue(entry)
                 self._finish(entry, "expired")
                 out.append(entry.job)
@@ -251,6 +257,9 @@ class Scheduler:
             if pstate.in_flight >= entry.job.max_concurrent:
                 pstate.blocked.append(lane)  # back in the heap when one of its jobs finishes
                 continue
+            if self._yields(entry):
+                deferred.append(lane)
+                continue
             candidates = [s for s in open_backends if s.name not in entry.excluded]
             if not candidates:
                 deferred.append(lane)
@@ -258,6 +267,9 @@ class Scheduler:
             backend = self._choose_backend(entry, candidates)
             lane.queue.pop()
             self._unqueue(entry)
+            entry.dispatched_at = now
+            if entry.preempted:
+                entry.resumed_at = now
             self._take_slot(entry, lane, backend)
             self.totals["dispatched"] += 1
             if entry.job.prefix_key is not None:
@@ -272,6 +284,7 @@ class Scheduler:
         entry.state = DISPATCHED
         entry.backend = backend.name
         entry.charged = entry.job.estimated_cost / max(entry.job.weight, 1e-9)
+        entry.billed += entry.charged
         lane.service += entry.charged
         lane.in_flight += 1
         self.principals[lane.principal].in_flight += 1
@@ -292,6 +305,7 @@ class Scheduler:
         entry = Entry(job=job, seq=next(self._seq))
         lane = self._lane(job.model, job.band, job.principal)
         entry.lane = lane
+        entry.dispatched_at = now
         self.entries[job.id] = entry
         self._take_slot(entry, lane, state)
 
@@ -321,7 +335,7 @@ class Scheduler:
         lane = entry.lane
         assert lane is not None
         if real_cost is not None:
-            delta = (real_cost - entry.job.estimated_cost) / max(entry.job.weight, 1e-9)
+            delta = real_cost / max(entry.job.weight, 1e-9) - entry.billed
             if delta:
                 lane.service += delta
                 if lane.token is not None:
@@ -350,6 +364,7 @@ class Scheduler:
         lane = entry.lane
         assert lane is not None
         lane.service -= entry.charged
+        entry.billed -= entry.charged
         entry.excluded.add(failed_backend)
         if not any(s.name not in entry.excluded for s in self._pools.get(lane.model, ())):
             self._finish(entry, "rejected")
@@ -359,6 +374,130 @@ class Scheduler:
         if entry.job.deadline is not None:
             heapq.heappush(self._deadlines, (entry.job.deadline, entry.seq, entry))
         self._schedule_aging(entry)
+
+    # preemption ------------------------------------------------------------------------------
+
+    def preempt(self, now: float) -> list[Eviction]:
+        """Make room where every slot is busy: per (pool, band), each waiting principal whose
+        head job has waited past its `preempt_after` (least served first) may evict one running
+        job of a lower band, or of its own band from a principal over its fair share by more
+        than `preempt_slack` (the newest job of the most over-served such principal). Never a
+        job protected after a resume; one eviction at a time per backend, until its relay
+        confirms that the upstream request is closed; one per waiter."""
+        self._preempt_due = None
+        out: list[Eviction] = []
+        for model, band in sorted(self._heaps, key=lambda k: k[1]):
+            heap = self._heaps[(model, band)]
+            pool = self._pools.get(model, [])
+            if not heap or not any(s.config.preemption for s in pool):
+                continue
+            gates = [
+                gate_open(s, self.config.gates.get(band), now, self.config.stale_after)
+                for s in pool
+            ]
+            if any(g.open or g.reason not in _FULL for g in gates):
+                continue  # room somewhere, or closed for a reason eviction does not cure
+            served = {e.yield_to for e in self.entries.values() if e.evicting}
+            for waiter in self._waiters(heap, now):
+                if waiter in served:
+                    continue
+                victim = self._victim(waiter, pool, now)
+                if victim is None:
+                    break
+                backend = self.backends[victim.backend or ""]
+                victim.evicting = True
+                victim.yield_to = waiter
+                backend.evicting += 1
+                self.totals["evicted"] += 1
+                out.append(Eviction(victim.job.id, backend.name))
+        return out
+
+    def _waiters(self, heap: BandHeap, now: float) -> Iterator[Lane]:
+        """Lanes whose head job may preempt now, least served first; notes when one may later."""
+        for lane in sorted(heap.lanes(), key=lambda x: x.service):
+            head = lane.queue.peek()
+            if head is None or self.principals[lane.principal].in_flight >= head.job.max_concurrent:
+                continue
+            after = head.job.preempt_after
+            if after is None or head.job.enqueued_at is None:
+                continue
+            due = head.job.enqueued_at + after
+            if due <= now:
+                yield lane
+            elif self._preempt_due is None or due < self._preempt_due:
+                self._preempt_due = due
+
+    def _victim(self, waiter: Lane, pool: list[BackendState], now: float) -> Entry | None:
+        names = {s.name for s in pool if s.config.preemption and not s.evicting}
+        protect = self.config.preempt_protect_seconds
+        fair = self._fair_slots(waiter.model, waiter.band, pool)
+        best: tuple[int, float, float] | None = None
+        chosen: Entry | None = None
+        for entry in self.entries.values():
+            lane = entry.lane
+            if (
+                entry.state != DISPATCHED
+                or entry.evicting
+                or not entry.job.preemptible
+                or entry.backend not in names
+                or lane is None
+                or (entry.resumed_at is not None and now - entry.resumed_at < protect)
+            ):
+                continue
+            if lane.band > waiter.band:
+                over = float(lane.in_flight)
+            elif (
+                lane.band == waiter.band
+                and lane.model == waiter.model
+                and waiter.in_flight < fair
+                and lane.in_flight > fair + self.config.preempt_slack
+            ):
+                over = lane.in_flight - fair
+            else:
+                continue
+            rank = (lane.band, over, entry.dispatched_at)
+            if best is None or rank > best:
+                best, chosen = rank, entry
+        return chosen
+
+    def _yields(self, entry: Entry) -> bool:
+        """An evicted job waits while the lane it was evicted for still has a job waiting to
+        be dispatched, so the slot it gave up is not taken back."""
+        lane = entry.yield_to
+        if lane is not None and lane.token is not None and lane.queue.peek() is not None:
+            return True
+        entry.yield_to = None
+        return False
+
+    def _fair_slots(self, model: str, band: int, pool: list[BackendState]) -> float:
+        """One principal's fair share of the pool's slots among those active in the band."""
+        slots = sum(s.capacity or s.config.max_in_flight for s in pool)
+        return slots / (len(self._active.get((model, band), ())) or 1)
+
+    def preempted(self, job_id: str, real_cost: float, now: float) -> None:
+        """The relay stopped the evicted job, which had generated `real_cost` worth so far: free
+        its slot and put it back at the head of its lane, behind the lane it made room for, to
+        be resumed (it never expires there). Its account keeps the charge (corrected to the real
+        total when it ends); the resumed run is charged the estimate of what is left."""
+        entry = self._dispatched(job_id)
+        self._release(entry)
+        lane = entry.lane
+        assert lane is not None
+        entry.job.estimated_cost = max(0.0, entry.job.estimated_cost - real_cost)
+        entry.preempted = True
+        entry.backend = None
+        self.totals["preempted"] += 1
+        self._enqueue(entry, lane, front=True, lift=False)
+
+    def keep_running(self, job_id: str) -> None:
+        """The relay cannot stop this job without harm (it cannot be resumed): the eviction is
+        dropped and the job is never chosen again."""
+        entry = self._dispatched(job_id)
+        backend = self.backends.get(entry.backend or "")
+        if entry.evicting and backend is not None:
+            backend.evicting -= 1
+        entry.evicting = False
+        entry.job.preemptible = False
 
     def _forget_if_idle(self, lane: Lane) -> None:
         if lane.live == 0 and lane.in_flight == 0:
@@ -386,6 +525,9 @@ class Scheduler:
         backend = self.backends.get(entry.backend or "")
         if backend is not None:
             backend.record_release()
+            if entry.evicting:
+                backend.evicting -= 1
+        entry.evicting = False
         lane.in_flight -= 1
         self._forget_if_idle(lane)
         pstate = self.principals[lane.principal]
@@ -408,6 +550,9 @@ class Scheduler:
             state.record_scrape(metrics)
 
     def next_wakeup(self) -> float | None:
-        """The next time a clock-driven change (expiry, aging) can happen, or None."""
+        """The next time a clock-driven change (expiry, aging, a waiter's `preempt_after`) can
+        happen, or None."""
         times = [t[0] for t in (self._deadlines[:1] + self._aging[:1])]
+        if self._preempt_due is not None:
+            times.append(self._preempt_due)
         return min(times) if times else None

@@ -29,6 +29,9 @@ class Job:
     `band` is the priority band (lower goes first); `weight` is the tier's fair-share weight;
     `estimated_cost` is in the configured cost unit (see `scheduling.cost`); `deadline` is on the
     scheduler's clock; `max_queued` and `max_concurrent` are the principal's limits from its tier.
+    `preemptible`: the job may be evicted from its backend to make room (and resumed later);
+    `preempt_after`: once it has waited this long (seconds) with every slot busy, it may evict
+    one (None: it never does).
     """
 
     id: str
@@ -43,6 +46,8 @@ class Job:
     max_queued: int = 64
     max_concurrent: int = 4
     enqueued_at: float | None = None
+    preemptible: bool = False
+    preempt_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,3 +59,12 @@ class Dispatch:
     backend: str
     band: int
     priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """The scheduler's decision to make room: the job running on `backend` is to stop and go
+    back to the head of its queue (its relay confirms with `Scheduler.preempted`)."""
+
+    job_id: str
+    backend: str

@@ -22,7 +22,14 @@ DONE = "done"
 
 @dataclass(slots=True, eq=False)
 class Entry:
-    """The scheduler's record of one job over its life."""
+    """The scheduler's record of one job over its life.
+
+    `charged` is what its current dispatch added to its principal's account (the estimate) and
+    `billed` all that its dispatches added, corrected to the real cost when it ends. `evicting`:
+    an eviction was decided and its relay has not confirmed yet; `preempted`: it was evicted at
+    least once (it then never expires in the queue: its client is already being served);
+    `yield_to`: the lane it was evicted for, which goes first while it still waits;
+    `resumed_at` protects it from another eviction for a while."""
 
     job: Job
     seq: int
@@ -31,6 +38,12 @@ class Entry:
     lane: Lane | None = None
     backend: str | None = None
     charged: float = 0.0
+    billed: float = 0.0
+    dispatched_at: float = 0.0
+    evicting: bool = False
+    preempted: bool = False
+    yield_to: Lane | None = None
+    resumed_at: float | None = None
     excluded: set[str] = field(default_factory=set)
 
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from scheduling.backend_state import BackendMetrics
 from scheduling.config import BackendConfig, SchedulerConfig
@@ -21,18 +22,48 @@ from scheduling.position import QueuePosition, queue_position
 from scheduling.snapshot import SchedulerSnapshot, build_snapshot
 
 
+class TicketOwner(Protocol):
+    """Whoever a ticket reports a declined eviction to: this service, or a remote scheduler's
+    relay (the gateway's cluster transport)."""
+
+    def keep_running(self, ticket: Ticket) -> None: ...
+
+
 class Ticket:
-    """A submitted job's handle: await `dispatched()` for the backend it was given."""
+    """A submitted job's handle: await `dispatched()` for the backend it was given; while it
+    runs, `evict_requested` / `eviction()` say the scheduler wants its slot back."""
 
-    __slots__ = ("_error", "_waiter", "backend", "band", "job", "priority")
+    __slots__ = ("_error", "_evict", "_service", "_waiter", "backend", "band", "job", "priority")
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, job: Job, service: TicketOwner) -> None:
         self.job = job
+        self._service = service
         self.backend: str | None = None
         self.band: int = job.band  # the band it was dispatched from (aging may promote it)
         self.priority: int = 2 * job.band  # for a priority-scheduling backend, set at dispatch
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[str] | None = None
+        self._evict: asyncio.Event | None = None
+
+    @property
+    def evict_requested(self) -> bool:
+        return self._evict is not None and self._evict.is_set()
+
+    async def eviction(self) -> None:
+        """Returns once the scheduler asks this running job to make room."""
+        if self._evict is None:
+            self._evict = asyncio.Event()
+        await self._evict.wait()
+
+    def decline_eviction(self) -> None:
+        """This job cannot give up its slot without harm (it cannot be resumed): keep it."""
+        self._evict = None
+        self._service.keep_running(self)
+
+    def _request_eviction(self) -> None:
+        if self._evict is None:
+            self._evict = asyncio.Event()
+        self._evict.set()
 
     async def dispatched(self) -> str:
         """The backend name; raises QueueTimeout past the deadline, JobCancelled if cancelled."""
@@ -60,6 +91,7 @@ class Ticket:
     def _reset(self) -> None:
         self.backend = None
         self._waiter = None
+        self._evict = None
 
 
 class SchedulerService:
@@ -111,6 +143,10 @@ class SchedulerService:
             ticket = self._tickets.get(d.job.id)
             if ticket is not None:
                 ticket._resolve(d.backend, d.band, d.priority)
+        for e in step.evicted:
+            ticket = self._tickets.get(e.job_id)
+            if ticket is not None:
+                ticket._request_eviction()
         return step
 
     def _poke(self) -> None:
@@ -121,7 +157,7 @@ class SchedulerService:
     def submit(self, job: Job) -> Ticket:
         """Queue a job; raises QueueFull or NoBackend synchronously."""
         self.core.submit(job, self.clock())
-        ticket = Ticket(job)
+        ticket = Ticket(job, self)
         self._tickets[job.id] = ticket
         self._poke()
         return ticket
@@ -150,6 +186,19 @@ class SchedulerService:
             self._tickets.pop(ticket.job.id, None)
             raise
         ticket._reset()
+        self._poke()
+
+    def preempted(self, ticket: Ticket, real_cost: float) -> None:
+        """The evicted job has stopped, having generated `real_cost` worth: back to the head of
+        its queue; await `dispatched()` again to resume it."""
+        self.core.preempted(ticket.job.id, real_cost, self.clock())
+        ticket._reset()
+        self._poke()
+
+    def keep_running(self, ticket: Ticket) -> None:
+        """Decline an eviction the job cannot survive (it cannot be resumed)."""
+        if ticket.job.id in self.core.entries:
+            self.core.keep_running(ticket.job.id)
         self._poke()
 
     def update_metrics(self, backend_name: str, metrics: BackendMetrics) -> None:

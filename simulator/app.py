@@ -1,8 +1,11 @@
 """The simulator's raw ASGI application (no Django): OpenAI-compatible endpoints over one engine.
 
-POST /v1/chat/completions and /v1/completions (streamed or not), GET /v1/models, /health and
-/metrics. While a request is in the engine, a watcher task waits for `http.disconnect` and aborts
-the sequence, so a client that goes away frees its batch slot at once, as vLLM does.
+POST /v1/chat/completions and /v1/completions (streamed or not), POST /tokenize, GET /v1/models,
+/health and /metrics. While a request is in the engine, a watcher task waits for `http.disconnect` and aborts
+the sequence, so a client that goes away frees its batch slot at the engine's next step, as
+vLLM does. A chat request with `continue_final_message` continues the final assistant message:
+the simulator's output is deterministic per position, so a continued answer is token for token
+the answer the request would have had uninterrupted (see `protocol._continued_tokens`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import time
+import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,6 +27,7 @@ from simulator.protocol import (
     SimRequest,
     engine_priority,
     parse_request,
+    parse_tokenize,
     token_text,
 )
 
@@ -60,6 +65,8 @@ class SimulatorApp:
                 await _json(send, 405, {"detail": "Method Not Allowed"})
                 return
             await self._generate(receive, send, chat=path == "/v1/chat/completions")
+        elif path == "/tokenize" and method == "POST":
+            await self._tokenize(receive, send)
         elif method not in ("GET", "HEAD"):
             await _json(send, 405, {"detail": "Method Not Allowed"})
         elif path == "/health":
@@ -103,6 +110,20 @@ class SimulatorApp:
             "max_model_len": self.engine.config.kv_capacity_tokens,
         }
         return {"object": "list", "data": [card]}
+
+    async def _tokenize(self, receive: Receive, send: Send) -> None:
+        body = await _read_body(receive)
+        if body is None:
+            return
+        try:
+            tokens = parse_tokenize(body, self.model)
+        except RequestError as exc:
+            await _json(send, exc.status, exc.body())
+            return
+        ids = [zlib.crc32(t.encode()) % 32_000 for t in tokens]
+        limit = self.engine.config.kv_capacity_tokens
+        payload = {"count": len(ids), "max_model_len": limit, "tokens": ids, "token_strs": None}
+        await _json(send, 200, payload)
 
     async def _generate(self, receive: Receive, send: Send, chat: bool) -> None:
         body = await _read_body(receive)
@@ -149,7 +170,7 @@ class SimulatorApp:
             if seq.finished and seq.finish_reason == "abort":
                 return
             finish = seq.finish_reason if n == req.max_tokens else None
-            await _chunk(send, out.chunk(token_text(n), finish))
+            await _chunk(send, out.chunk(token_text(req.output_offset + n), finish))
         if seq.finish_reason == "abort":
             return
         if req.include_usage:
@@ -161,7 +182,8 @@ class SimulatorApp:
             pass
         if seq.finish_reason == "abort":
             return
-        text = "".join(token_text(i) for i in range(1, seq.generated + 1))
+        first = req.output_offset + 1
+        text = "".join(token_text(i) for i in range(first, first + seq.generated))
         await _json(
             send,
             200,

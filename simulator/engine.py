@@ -5,8 +5,11 @@ prompts fit in the KV cache, then emits one token to every running sequence. A s
 `base_step_ms + per_seq_ms * running` plus `prefill_ms_per_token` for each uncached prompt token
 of the sequences admitted in it (so a sequence's first token arrives at the end of its prefill
 step, as in vLLM). When decoding would overflow the KV cache, the latest-admitted sequence is
-preempted back to the waiting queue and recomputed later. An abort frees the slot at once.
-`speed` divides every duration.
+preempted back to the waiting queue and recomputed later. An abort (a client that went away)
+takes effect at the start of the next step, as in vLLM, where the API server's abort travels to
+the engine core's input queue and is handled between two steps (`EngineCoreProc.run_busy_loop`,
+`_process_input_queue` then `_process_engine_step`, in `vllm/v1/engine/core.py`): until then the
+sequence still holds its slot and shows in `num_requests_running`. `speed` divides every duration.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ class Engine:
         self.running: list[Sequence] = []
         self.prefix_cache = PrefixCache(config.prefix_cache_blocks, config.block_tokens)
         self.stats = EngineStats()
+        self._aborts: list[Sequence] = []
         self._work = asyncio.Event()
 
     @property
@@ -109,14 +113,21 @@ class Engine:
         return seq
 
     def abort(self, seq: Sequence) -> None:
-        """A client went away: drop the sequence wherever it is and free its slot."""
-        if seq.finished:
-            return
-        if seq in self.running:
-            self.running.remove(seq)
-        else:
-            self.waiting.remove(seq)
-        self._finish(seq, "abort")
+        """A client went away: the sequence is dropped, and its slot freed, at the next step."""
+        if not seq.finished and seq not in self._aborts:
+            self._aborts.append(seq)
+            self._work.set()
+
+    def _apply_aborts(self) -> None:
+        aborts, self._aborts = self._aborts, []
+        for seq in aborts:
+            if seq.finished:
+                continue
+            if seq in self.running:
+                self.running.remove(seq)
+            else:
+                self.waiting.remove(seq)
+            self._finish(seq, "abort")
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         seq.finish_reason = reason
@@ -171,6 +182,7 @@ class Engine:
 
     async def step_once(self) -> bool:
         """One engine step; False when there was nothing to run."""
+        self._apply_aborts()
         prefill = self._admit()
         self._preempt_for_decode()
         if not self.running:
@@ -184,7 +196,7 @@ class Engine:
         self.stats.decode_steps += 1
         now = self.clock()
         for seq in list(self.running):
-            if seq.finished:
+            if seq.finished or seq in self._aborts:
                 continue
             self._emit(seq, now)
         return True

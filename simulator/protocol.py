@@ -78,6 +78,9 @@ class SimRequest:
     priority: int
     stream: bool
     include_usage: bool
+    # Output tokens already in the final assistant message being continued: generation resumes
+    # at this index, so a continued answer reads as the same answer uninterrupted.
+    output_offset: int = 0
 
 
 def _content_text(content: Any) -> str:
@@ -86,6 +89,37 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):
         return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
     return ""
+
+
+def chat_prompt(messages: list[Any]) -> str:
+    """The simulator's chat template: one `role: content` line per message."""
+    return "\n".join(
+        f"{m.get('role', 'user')}: {_content_text(m.get('content'))}"
+        for m in messages
+        if isinstance(m, dict)
+    )
+
+
+def parse_tokenize(raw: bytes, model: str) -> list[str]:
+    """vLLM's `/tokenize` (`vllm/entrypoints/openai/api_server.py`, `TokenizeRequest` in
+    `vllm/entrypoints/openai/protocol.py`): a `prompt`, or `messages` rendered with the chat
+    template, as a chat completion would count them."""
+    try:
+        body = json.loads(raw or b"{}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError(400, f"Invalid JSON body: {exc}") from exc
+    if not isinstance(body, dict):
+        raise RequestError(400, "The request body must be a JSON object.")
+    if body.get("model", model) != model:
+        raise RequestError(404, f"The model `{body.get('model')}` does not exist.", "model")
+    messages = body.get("messages")
+    if isinstance(messages, list) and messages:
+        _continued_tokens(body, messages)  # the same refusals as the chat endpoint
+        return tokenize(chat_prompt(messages))
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        raise RequestError(400, "`prompt` or `messages` is required.", "prompt")
+    return tokenize(prompt)
 
 
 def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -> SimRequest:
@@ -97,15 +131,13 @@ def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -
         raise RequestError(400, "The request body must be a JSON object.")
     if body.get("model", model) != model:
         raise RequestError(404, f"The model `{body.get('model')}` does not exist.", "model")
+    output_offset = 0
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise RequestError(400, "`messages` must be a non-empty list.", "messages")
-        text = "\n".join(
-            f"{m.get('role', 'user')}: {_content_text(m.get('content'))}"
-            for m in messages
-            if isinstance(m, dict)
-        )
+        output_offset = _continued_tokens(body, messages)
+        text = chat_prompt(messages)
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, list):
@@ -129,7 +161,32 @@ def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -
         priority=priority,
         stream=bool(body.get("stream", False)),
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+        output_offset=output_offset,
     )
+
+
+def _continued_tokens(body: dict[str, Any], messages: list[Any]) -> int:
+    """How many output tokens the final assistant message already holds, where the request asks
+    to continue it; 0 otherwise. As vLLM: `continue_final_message` and `add_generation_prompt`
+    (which defaults to true for chat) are exclusive, a 400 (`check_generation_prompt` in
+    `vllm/entrypoints/openai/protocol.py`); the final message must be the assistant's, or the
+    chat template cannot end inside it (transformers' `apply_chat_template` raises "continue_final_
+    message is set but the final message does not appear in the chat", a 400 from vLLM's
+    `preprocess_chat` in `vllm/entrypoints/openai/serving_engine.py`)."""
+    if not body.get("continue_final_message"):
+        return 0
+    if body.get("add_generation_prompt", True):
+        raise RequestError(
+            400, "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+        )
+    last = messages[-1]
+    if not isinstance(last, dict) or last.get("role") != "assistant":
+        raise RequestError(
+            400,
+            "continue_final_message is set but the final message does not appear in the chat "
+            "after applying the chat template!",
+        )
+    return len(tokenize(_content_text(last.get("content"))))
 
 
 def engine_priority(fmt: str, policy: str, priority: int) -> int:

@@ -34,6 +34,8 @@ class TierAdmin(admin.ModelAdmin[Any]):
         "gate_max_tpot_ms",
         "gate_max_kv_cache_usage",
         "over_budget",
+        "preemptible",
+        "preempt_after_ms",
     ]
     list_filter = ["band", "over_budget"]
     search_fields = ["name"]
@@ -47,6 +49,7 @@ class TierAdmin(admin.ModelAdmin[Any]):
             "Gate for this band",
             {"fields": ["gate_max_waiting", "gate_max_tpot_ms", "gate_max_kv_cache_usage"]},
         ),
+        ("Making room", {"fields": ["preempt_after_ms", "preemptible"]}),
     ]
 
 
@@ -160,6 +163,7 @@ class BackendAdmin(admin.ModelAdmin[Any]):
         "max_in_flight",
         "capacity",
         "priority_scheduling",
+        "preemption",
     ]
     list_filter = ["kind", "enabled"]
     search_fields = ["name", "base_url"]

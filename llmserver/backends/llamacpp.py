@@ -2,8 +2,8 @@
 
 Its metrics names live with the others in `metrics.NAMES`. Capacity is the number of slots
 (`-np`, continuous-batching sequences): requests beyond it wait in the server's own FIFO, counted
-by `llamacpp:requests_deferred`. The gateway does not consume capacity yet; this reads it from
-the server itself, so an operator (or, later, slot accounting) need not copy `-np` by hand.
+by `llamacpp:requests_deferred`. The gateway's metrics poller reads it from the server itself
+(`read_capacity`), so its exact slot accounting works without an operator copying `-np` by hand.
 """
 
 from __future__ import annotations

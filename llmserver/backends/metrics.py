@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -158,7 +158,9 @@ class MetricsReader:
 
 class MetricsPoller:
     """Scrapes one backend on an interval; after `failures_before_unhealthy` failures in a row it
-    reports the backend unhealthy, and the next good scrape brings it back."""
+    reports the backend unhealthy, and the next good scrape brings it back. With `read_capacity`
+    (llama.cpp's /props) it also reports how many sequences the server runs at once, read once
+    and again after a failed scrape."""
 
     def __init__(
         self,
@@ -167,6 +169,7 @@ class MetricsPoller:
         url: str,
         client: httpx.AsyncClient,
         on_metrics: Callable[[str, BackendMetrics], None],
+        read_capacity: Callable[[], Awaitable[int | None]] | None = None,
         interval: float = 0.25,
         timeout: float = 1.0,
         failures_before_unhealthy: int = 3,
@@ -175,6 +178,8 @@ class MetricsPoller:
         self.name, self.url, self.client = name, url, client
         self.reader = MetricsReader(kind)
         self.on_metrics = on_metrics
+        self.read_capacity = read_capacity
+        self.capacity: int | None = None
         self.interval, self.timeout = interval, timeout
         self.failures_before_unhealthy = failures_before_unhealthy
         self.clock = clock
@@ -191,11 +196,16 @@ class MetricsPoller:
         except (httpx.HTTPError, ValueError) as exc:
             self.failures += 1
             log.debug("scraping %s failed (%d in a row): %r", self.name, self.failures, exc)
+            self.capacity = None  # a restarted server may run another number of slots
             if self.failures < self.failures_before_unhealthy:
                 return None
             metrics = BackendMetrics(healthy=False, scraped_at=self.clock())
         else:
             self.failures = 0
+            if self.read_capacity is not None:
+                if self.capacity is None:
+                    self.capacity = await self.read_capacity()
+                metrics = replace(metrics, capacity=self.capacity)
         self.on_metrics(self.name, metrics)
         return metrics
 

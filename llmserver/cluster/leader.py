@@ -11,6 +11,7 @@ messages until it is cancelled or finds itself deposed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 
@@ -22,7 +23,6 @@ from llmserver.cluster.streams import StreamId
 from llmserver.cluster.wire import Message
 from scheduling import (
     BackendConfig,
-    Dispatch,
     Job,
     NoBackend,
     QueueFull,
@@ -53,12 +53,12 @@ class LeaderService(SchedulerService):
         clock: Callable[[], float],
     ) -> None:
         super().__init__(config, backends, clock)
-        self.on_step: Callable[[list[Dispatch], list[Job]], None] | None = None
+        self.on_step: Callable[[Step], None] | None = None
 
     def dispatch_once(self) -> Step:
         step = super().dispatch_once()
-        if self.on_step is not None and (step.dispatched or step.expired):
-            self.on_step(step.dispatched, step.expired)
+        if self.on_step is not None and (step.dispatched or step.expired or step.evicted):
+            self.on_step(step)
         return step
 
     def ticket(self, job_id: str) -> Ticket | None:
@@ -67,14 +67,14 @@ class LeaderService(SchedulerService):
     def adopt_running(self, job: Job, backend: str) -> None:
         """A job already streaming from `backend` under an earlier leader."""
         self.core.adopt(job, backend, self.clock())
-        self._tickets[job.id] = Ticket(job)
+        self._tickets[job.id] = Ticket(job, self)
         self._poke()
 
     def adopt_queued(self, job: Job, waited: float, excluded: Iterable[str]) -> None:
         """A job queued under an earlier leader, keeping the time it has already waited."""
         self.core.submit(job, self.clock() - waited)
         self.core.entries[job.id].excluded.update(excluded)
-        self._tickets[job.id] = Ticket(job)
+        self._tickets[job.id] = Ticket(job, self)
         self._poke()
 
     def clear(self) -> None:
@@ -154,6 +154,15 @@ class Leader:
             self.owners.pop(body["id"], None)
             if ticket is not None:
                 self.service.cancel(ticket, body.get("cost"))
+        elif m.t in (wire.PREEMPTED, wire.KEEP):
+            ticket = self.service.ticket(body["id"])
+            if ticket is None:
+                return
+            if m.t == wire.KEEP:
+                self.service.keep_running(ticket)
+            else:
+                with contextlib.suppress(KeyError):  # not running here (re-registered queued)
+                    self.service.preempted(ticket, float(body["cost"]))
         elif m.t == wire.REQUEUE:
             ticket = self.service.ticket(body["id"])
             if ticket is None:
@@ -199,8 +208,8 @@ class Leader:
 
     # messages to relays ---------------------------------------------------------------------
 
-    def _on_step(self, dispatched: list[Dispatch], expired: list[Job]) -> None:
-        for d in dispatched:
+    def _on_step(self, step: Step) -> None:
+        for d in step.dispatched:
             relay = self.owners.get(d.job.id)
             if relay is not None:
                 body = {
@@ -210,8 +219,12 @@ class Leader:
                     "priority": d.priority,
                 }
                 self._post(relay, Message(wire.GRANT, self.epoch, body))
-        for job in expired:
+        for job in step.expired:
             self._refuse(job.id, wire.EXPIRED)
+        for eviction in step.evicted:
+            relay = self.owners.get(eviction.job_id)
+            if relay is not None:
+                self._post(relay, Message(wire.EVICT, self.epoch, {"id": eviction.job_id}))
 
     def _refuse(self, job_id: str, reason: str, retry_after: float | None = None) -> None:
         relay = self.owners.pop(job_id, None)

@@ -161,6 +161,12 @@ class ClusterScheduler:
     def requeue(self, ticket: Ticket, failed_backend: str) -> None:
         self.relay.requeue(ticket, failed_backend)
 
+    def preempted(self, ticket: Ticket, real_cost: float) -> None:
+        self.relay.preempted(ticket, real_cost)
+
+    def keep_running(self, ticket: Ticket) -> None:
+        self.relay.keep_running(ticket)
+
     def update_metrics(self, backend_name: str, metrics: BackendMetrics) -> None:
         self.local.update_metrics(backend_name, metrics)
 

@@ -34,6 +34,7 @@ from scheduling import (
     Ticket,
 )
 from scheduling.position import QUEUED_STATE, RUNNING_STATE
+from scheduling.service import TicketOwner
 
 log = logging.getLogger(__name__)
 STREAM_MAXLEN = 100_000
@@ -45,16 +46,17 @@ class RemoteTicket(Ticket):
     """A ticket granted by a leader elsewhere. It also enforces its deadline here, so a job
     still times out while no process leads."""
 
-    __slots__ = ("clock", "excluded", "queued_at")
+    __slots__ = ("clock", "excluded", "queued_at", "resuming")
 
-    def __init__(self, job: Job, clock: Callable[[], float]) -> None:
-        super().__init__(job)
+    def __init__(self, job: Job, clock: Callable[[], float], owner: TicketOwner) -> None:
+        super().__init__(job, owner)
         self.clock = clock
         self.queued_at = clock()
         self.excluded: set[str] = set()
+        self.resuming = False  # paused by preemption: it waits to resume, past any deadline
 
     async def dispatched(self) -> str:
-        deadline = self.job.deadline
+        deadline = None if self.resuming else self.job.deadline
         timeout = None if deadline is None else max(0.0, deadline - self.clock())
         try:
             return await asyncio.wait_for(super().dispatched(), timeout)
@@ -69,6 +71,13 @@ class RemoteTicket(Ticket):
 
     def requeued(self, failed_backend: str) -> None:
         self.excluded.add(failed_backend)
+        self._reset()
+
+    def evict(self) -> None:
+        self._request_eviction()
+
+    def paused(self) -> None:
+        self.resuming = True
         self._reset()
 
 
@@ -92,7 +101,7 @@ class Relay:
     def submit(self, job: Job) -> RemoteTicket:
         if not self.available:
             raise ClusterUnavailable("the scheduler's Redis is unreachable")
-        ticket = RemoteTicket(job, self.clock)
+        ticket = RemoteTicket(job, self.clock, self)
         self.tickets[job.id] = ticket
         self._send(wire.SUBMIT, {"relay": self.node, "job": wire.encode_job(job, self.clock())})
         return ticket
@@ -109,6 +118,17 @@ class Relay:
         if isinstance(ticket, RemoteTicket) and ticket.job.id in self.tickets:
             ticket.requeued(failed_backend)
             self._send(wire.REQUEUE, {"id": ticket.job.id, "failed": failed_backend})
+
+    def preempted(self, ticket: Ticket, real_cost: float) -> None:
+        """The job gave up its slot when asked: it waits for a new grant to resume."""
+        if isinstance(ticket, RemoteTicket) and ticket.job.id in self.tickets:
+            ticket.paused()
+            self._send(wire.PREEMPTED, {"id": ticket.job.id, "cost": real_cost})
+
+    def keep_running(self, ticket: Ticket) -> None:
+        """The job declined an eviction; the leader stops waiting for its slot."""
+        if ticket.job.id in self.tickets:
+            self._send(wire.KEEP, {"id": ticket.job.id})
 
     def position(self, job_id: str) -> QueuePosition | None:
         """A follower's view of its own job: running, or queued behind at least this relay's
@@ -230,6 +250,10 @@ class Relay:
             ticket = self.tickets.get(m.body["id"])
             if ticket is not None and ticket.backend is None:
                 ticket.grant(m.body["backend"], int(m.body["band"]), int(m.body["priority"]))
+        elif m.t == wire.EVICT:
+            ticket = self.tickets.get(m.body["id"])
+            if ticket is not None and ticket.backend is not None:
+                ticket.evict()
         elif m.t == wire.REJECT:
             ticket = self.tickets.pop(m.body["id"], None)
             if ticket is not None:

@@ -1,7 +1,8 @@
 """The seam between a relay (one request's way through this process) and the scheduler service.
 
 A relay submits a job, awaits its ticket's grant, streams, and reports the end (`complete`,
-`cancel`) or a failed backend (`requeue`). `SchedulerService` is the in-process transport as it
+`cancel`), a failed backend (`requeue`), or how it answered an eviction (`preempted`,
+`keep_running`). `SchedulerService` is the in-process transport as it
 stands: nothing in between, so one process pays nothing for the seam. `ClusterScheduler`
 (`llmserver.cluster.node`) is the same surface over Redis, for several processes and machines
 sharing one scheduler.
@@ -40,6 +41,10 @@ class SchedulerTransport(Protocol):
     def cancel(self, ticket: Ticket, real_cost: float | None = None) -> None: ...
 
     def requeue(self, ticket: Ticket, failed_backend: str) -> None: ...
+
+    def preempted(self, ticket: Ticket, real_cost: float) -> None: ...
+
+    def keep_running(self, ticket: Ticket) -> None: ...
 
     def update_metrics(self, backend_name: str, metrics: BackendMetrics) -> None: ...
 

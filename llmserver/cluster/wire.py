@@ -19,9 +19,12 @@ REGISTER = "register"  # a job held across a change of leader: queued, or runnin
 COMPLETE = "complete"
 CANCEL = "cancel"
 REQUEUE = "requeue"
+PREEMPTED = "preempted"  # the job gave up its slot when asked, and waits to resume
+KEEP = "keep"  # the job declined an eviction (it cannot be resumed)
 # leader -> relay
 GRANT = "grant"
 REJECT = "reject"
+EVICT = "evict"  # give the slot back (preemption)
 # leader -> everyone
 LEADER = "leader"
 
@@ -45,6 +48,8 @@ def encode_job(job: Job, now: float) -> dict[str, Any]:
         "left": None if job.deadline is None else job.deadline - now,
         "max_queued": job.max_queued,
         "max_concurrent": job.max_concurrent,
+        "preemptible": job.preemptible,
+        "preempt_after": job.preempt_after,
     }
 
 
@@ -62,6 +67,8 @@ def decode_job(data: dict[str, Any], now: float) -> Job:
         deadline=None if left is None else now + float(left),
         max_queued=int(data["max_queued"]),
         max_concurrent=int(data["max_concurrent"]),
+        preemptible=bool(data["preemptible"]),
+        preempt_after=data["preempt_after"],
     )
 
 

@@ -17,11 +17,12 @@ from llmserver.pipeline.accounting import charge, settle
 from llmserver.pipeline.admission import admit
 from llmserver.pipeline.dispatch import run_on_pool, submit
 from llmserver.pipeline.relay import Relay, Sink
+from llmserver.pipeline.resume import RESUMABLE_KINDS, Preempted
 from llmserver.runtime.access import access_log
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from llmserver.runtime.usage import UsageDraft
-from scheduling import Job, Principal
+from scheduling import Job, Principal, Ticket
 from tenants.models import UsageStatus
 
 QUEUE_REPORT_SECONDS = 1.0
@@ -42,6 +43,7 @@ class Completion:
         self.relay = Relay(sink, req, self._headers, request_id)
         self.arrived = time.monotonic()
         self.dispatched_at: float | None = None
+        self.ticket: Ticket | None = None
         self.reporter: asyncio.Future[None] | None = None
         self._reporting = asyncio.Lock()
         self.draft = UsageDraft(
@@ -76,11 +78,17 @@ class Completion:
                 self.key, self.req, gw.routes(), gw.reservations, self.request_id
             )
             self.draft.band = admission.band
-            ticket = submit(gw.scheduler, self._job(admission.band))
+            ticket = self.ticket = submit(gw.scheduler, self._job(admission.band))
             if self.req.stream or not self.relay.sink.needs_start:
                 self.reporter = asyncio.ensure_future(self._report_while_queued())
-            started = lambda: self.relay.started  # noqa: E731
-            await run_on_pool(gw.scheduler, ticket, admission.pool, self._forward, started)
+            await run_on_pool(
+                gw.scheduler,
+                ticket,
+                admission.pool,
+                self._forward,
+                lambda: self.relay.started,
+                self._cost_so_far,
+            )
             self.draft.status = UsageStatus.OK
         except ApiError as exc:
             dispatched = ticket is not None and ticket.backend is not None
@@ -143,7 +151,16 @@ class Completion:
             deadline=self.gw.clock() + key.queue_timeout,
             max_queued=key.max_queued,
             max_concurrent=key.max_concurrent,
+            preemptible=key.preemptible and req.body.get("n") in (None, 1),
+            preempt_after=key.preempt_after,
         )
+
+    def _cost_so_far(self) -> float:
+        """What a preempted run generated, in the scheduler's unit: its prompt and the tokens
+        delivered (a resumed run's re-prefill is the gateway's doing, not charged)."""
+        prompt = self.relay.reported_prompt or self.req.estimated_prompt_tokens
+        conf, prices = self.gw.settings, self.gw.prices()
+        return charge(conf, prices, self.req.model, prompt, self.relay.completion_tokens)
 
     async def _report_while_queued(self) -> None:
         """Every QUEUE_REPORT_SECONDS while the job waits: its position and a wait estimate."""
@@ -170,18 +187,24 @@ class Completion:
             self.gw.service_times.observe(self.req.model, elapsed)
 
     async def _forward(self, backend: str, upstream_model: str, priority: int) -> None:
-        self.dispatched_at = time.monotonic()
         self.draft.backend = backend
-        self.draft.dispatched_at = timezone.now()
-        self.gw.metrics.queue_wait.labels(str(self.draft.band)).observe(
-            self.dispatched_at - self.arrived
-        )
-        self.gw.metrics.tenant_queue_wait.labels(self.key.tenant_slug).observe(
-            self.dispatched_at - self.arrived
-        )
-        await self._stop_reporting()
+        if self.dispatched_at is None:  # the first dispatch; a resumed run is not queue time
+            self.dispatched_at = time.monotonic()
+            self.draft.dispatched_at = timezone.now()
+            waited = self.dispatched_at - self.arrived
+            self.gw.metrics.queue_wait.labels(str(self.draft.band)).observe(waited)
+            self.gw.metrics.tenant_queue_wait.labels(self.key.tenant_slug).observe(waited)
+            await self._stop_reporting()
+        client = self.gw.clients[backend]
+        evict = self.ticket if self.ticket is not None and self.ticket.job.preemptible else None
         try:
-            await self.relay.forward(self.gw.clients[backend], upstream_model, priority)
+            await self.relay.forward(
+                client, upstream_model, priority, evict, client.kind in RESUMABLE_KINDS
+            )
+        except Preempted:
+            kind = "resumable" if self.relay.started else "before_first_token"
+            self.gw.metrics.preemptions.labels(str(self.draft.band), kind).inc()
+            raise
         except BackendError as exc:
             kind = f"http_{exc.status // 100}xx" if exc.status else "transport"
             self.gw.metrics.upstream_errors.labels(backend, kind).inc()

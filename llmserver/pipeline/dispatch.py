@@ -1,5 +1,5 @@
-"""Dispatch: queue the job, wait for the backend the scheduler gives it, and try another backend
-of the pool while nothing has reached the client yet."""
+"""Dispatch: queue the job, wait for the backend the scheduler gives it, try another backend of
+the pool while nothing has reached the client yet, and resume a job the scheduler preempted."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from llmserver.api.errors import (
 )
 from llmserver.backends.upstream import BackendError
 from llmserver.cluster.transport import ClusterUnavailable, SchedulerTransport
+from llmserver.pipeline.resume import Preempted
 from scheduling import Job, NoBackend, QueueFull, QueueTimeout, Ticket
 
 # (backend, its model name, the priority to tell it if it schedules by priority)
@@ -46,10 +47,12 @@ async def run_on_pool(
     pool: Mapping[str, str],
     forward: Forward,
     started: Callable[[], bool],
+    cost_so_far: Callable[[], float],
 ) -> None:
     """`forward(backend, upstream_model, priority)` on each backend the scheduler grants, until one
     succeeds; a retryable failure before anything was sent goes back to the head of the queue,
-    excluding the backends that failed."""
+    excluding the backends that failed; a preempted job goes back to the head of its queue,
+    charged `cost_so_far()`, and continues when granted again."""
     failed: set[str] = set()
     while True:
         try:
@@ -61,6 +64,8 @@ async def run_on_pool(
         try:
             await forward(backend, pool[backend], ticket.priority)
             return
+        except Preempted:
+            scheduler.preempted(ticket, cost_so_far())
         except BackendError as exc:
             failed.add(backend)
             if exc.retryable and not started() and set(pool) - failed:

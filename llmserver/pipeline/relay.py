@@ -5,21 +5,34 @@ backend's model name is replaced by the public one, the backend's response id by
 request id (so the body, `X-Request-Id`, the usage row and the logs name one id), and every event that carries generated text
 is counted, so a stream cut by anyone is billed for what really reached the client. The
 backend's own usage, where it sends one, replaces the counts.
+
+A preemptible job's relay watches for the scheduler's eviction between upstream chunks: before
+the first token it just stops (the job restarts from its queue); after, where the backend can
+continue a message (`llmserver.pipeline.resume`), it stops and the next `forward` continues the
+same client stream, with one id and one usage (the original prompt, every token delivered).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 from llmserver.api.errors import ApiError
 from llmserver.api.sse import DONE, EventSplitter, is_usage_only, usage_of
 from llmserver.api.validation import CompletionRequest
 from llmserver.backends.upstream import BackendError, UpstreamClient
+from llmserver.pipeline.resume import (
+    Delivered,
+    Preempted,
+    continuation_body,
+    original_prompt_tokens,
+)
 
+T = TypeVar("T")
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 # An event with generated text: a chat delta's or a completion's non-empty "content"/"text".
 _HAS_TEXT = re.compile(rb'"(?:content|text)": ?"[^"]')
@@ -36,6 +49,15 @@ class Sink(Protocol):
     async def event(self, payload: bytes) -> None: ...
     async def body(self, payload: bytes) -> None: ...
     async def finish(self) -> None: ...
+
+
+class Evictable(Protocol):
+    """What the relay asks of the scheduler's ticket while it streams (`scheduling.Ticket`)."""
+
+    @property
+    def evict_requested(self) -> bool: ...
+    async def eviction(self) -> None: ...
+    def decline_eviction(self) -> None: ...
 
 
 class Relay:
@@ -61,6 +83,13 @@ class Relay:
         self.text_events = 0
         self.reported_prompt: int | None = None
         self.reported_completion: int | None = None
+        # Resuming after a preemption: the text delivered, the tokens delivered before the
+        # current upstream request, and the original prompt's size (the continuation's is more).
+        self.delivered: Delivered | None = None
+        self._resumed = False
+        self._leg_base = 0
+        self._original_prompt: int | None = None
+        self._skip_role = False
 
     @property
     def completion_tokens(self) -> int:
@@ -69,20 +98,62 @@ class Relay:
             return self.reported_completion
         return self.text_events
 
-    async def forward(self, client: UpstreamClient, upstream_model: str, priority: int) -> None:
+    async def forward(
+        self,
+        client: UpstreamClient,
+        upstream_model: str,
+        priority: int,
+        evict: Evictable | None = None,
+        can_resume: bool = False,
+    ) -> None:
+        """One upstream request. With `evict`, raises Preempted when the scheduler asks for the
+        slot and the job can give it up: before its first token, or (`can_resume`) as a chat
+        stream that the next `forward` continues."""
         body = upstream_body(self.req, upstream_model)
         path = PATHS[self.req.kind]
+        self._id_rename = None
+        if self.started:
+            body = await self._resumption(client, body, upstream_model)
+        elif evict is not None and can_resume and self.req.stream and self.req.kind == "chat":
+            self.delivered = Delivered()
         if self.req.stream:
-            await self._stream(client, path, body, priority, upstream_model)
+            await self._stream(client, path, body, priority, upstream_model, evict, can_resume)
         else:
-            await self._whole(client, path, body, priority)
+            await self._whole(client, path, body, priority, evict)
+
+    async def _resumption(
+        self, client: UpstreamClient, body: dict[str, Any], upstream_model: str
+    ) -> dict[str, Any]:
+        """The request that continues what the client has (its role chunk is not repeated)."""
+        self._resumed, self._skip_role = True, True
+        text = self.delivered.text if self.delivered is not None else ""
+        if not text:
+            return body
+        if self._original_prompt is None:
+            self._original_prompt = await original_prompt_tokens(
+                client, self.req.body, upstream_model, self.request_id
+            )
+        return continuation_body(body, text, self._leg_base)
+
+    def _may_stop(self, can_resume: bool) -> bool:
+        """Whether this job can give up its slot now without harm to its client."""
+        if not self.started:
+            return True
+        return can_resume and self.delivered is not None and self.delivered.resumable
 
     async def _whole(
-        self, client: UpstreamClient, path: str, body: dict[str, Any], priority: int
+        self,
+        client: UpstreamClient,
+        path: str,
+        body: dict[str, Any],
+        priority: int,
+        evict: Evictable | None,
     ) -> None:
-        _status, data = await client.complete(
-            path, body, priority=priority, request_id=self.request_id
-        )
+        call = client.complete(path, body, priority=priority, request_id=self.request_id)
+        if evict is None:
+            _status, data = await call
+        else:
+            _status, data = await _unless_evicted(call, evict)
         self._take_usage(data.get("usage"))
         if "model" in data:
             data["model"] = self.req.model
@@ -99,6 +170,8 @@ class Relay:
         body: dict[str, Any],
         priority: int,
         upstream_model: str,
+        evict: Evictable | None,
+        can_resume: bool,
     ) -> None:
         rename = None
         if upstream_model != self.req.model:
@@ -109,6 +182,13 @@ class Relay:
             async for chunk in chunks:
                 for payload in splitter.feed(chunk):
                     await self._relay_event(payload, rename)
+                if evict is not None and evict.evict_requested:
+                    if not self._may_stop(can_resume):
+                        evict.decline_eviction()
+                        continue
+                    self._leg_base = self.completion_tokens
+                    self.reported_completion = None
+                    raise Preempted()
         if not self.started:
             raise BackendError(
                 "The backend closed the stream without sending anything.", retryable=True
@@ -124,8 +204,17 @@ class Relay:
             self._take_usage(usage)
             if not self.req.include_usage and is_usage_only(payload):
                 return
-        if _HAS_TEXT.search(payload):
+            if self._resumed:
+                payload = self._with_whole_usage(payload)
+        has_text = _HAS_TEXT.search(payload) is not None
+        if self._skip_role:
+            self._skip_role = False
+            if not has_text and usage is None:
+                return  # the continuation's role chunk: the client has had one
+        if has_text:
             self.text_events += 1
+            if self.delivered is not None:
+                self.delivered.add(payload)
         if rename is not None:
             payload = _rename_field(payload, b"model", rename)
         payload = _rename_field(payload, b"id", self._id_rename or self._learn_id(payload))
@@ -173,8 +262,43 @@ class Relay:
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         if isinstance(prompt, int):
             self.reported_prompt = prompt
+            if self._resumed:
+                # The continuation's prompt holds the delivered text too: the client's prompt is
+                # the original one (counted by the backend, else less what was delivered).
+                self.reported_prompt = self._original_prompt or max(0, prompt - self._leg_base)
         if isinstance(completion, int):
-            self.reported_completion = completion
+            self.reported_completion = completion + (self._leg_base if self._resumed else 0)
+
+    def _with_whole_usage(self, payload: bytes) -> bytes:
+        """A resumed stream's usage chunk, restated for the whole request."""
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            return payload
+        prompt, completion = self.reported_prompt or 0, self.completion_tokens
+        data["usage"] = {
+            **data["usage"],
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+        return json.dumps(data, separators=(",", ":")).encode()
+
+
+async def _unless_evicted(call: Awaitable[T], evict: Evictable) -> T:
+    """`call`'s result, or Preempted (and `call` cancelled) if the eviction comes first; a
+    non-streamed answer has sent its client nothing, so it can always start again."""
+    work = asyncio.ensure_future(call)
+    evicted = asyncio.ensure_future(evict.eviction())
+    try:
+        await asyncio.wait((work, evicted), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        evicted.cancel()
+        if not work.done():
+            work.cancel()
+    if not work.done() or work.cancelled():
+        raise Preempted()
+    return work.result()
 
 
 def _rename_field(payload: bytes, name: bytes, rename: tuple[bytes, bytes]) -> bytes:

@@ -28,6 +28,7 @@ class BackendSpec:
     max_in_flight: int
     capacity: int | None
     priority_scheduling: bool
+    preemption: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
             max_in_flight=b.max_in_flight,
             capacity=b.capacity,
             priority_scheduling=b.priority_scheduling,
+            preemption=b.preemption,
         )
         for b in Backend.objects.filter(enabled=True)
     }
@@ -92,6 +94,7 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
             max_in_flight=spec.max_in_flight,
             capacity=spec.capacity,
             has_metrics=bool(spec.metrics_url),
+            preemption=spec.preemption,
         )
         for spec in backends.values()
     )

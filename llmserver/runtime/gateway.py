@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from llmserver.backends.llamacpp import read_capacity
 from llmserver.backends.metrics import MetricsPoller
 from llmserver.backends.upstream import UpstreamClient
 from llmserver.cluster.transport import SchedulerTransport
@@ -28,6 +30,7 @@ from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.reservations import Reservations
 from llmserver.runtime.usage import UsageWriter
 from scheduling import SchedulerConfig, SchedulerService, SchedulerSnapshot
+from tenants.models import BackendKind
 
 if TYPE_CHECKING:
     from llmserver.cluster.node import ClusterScheduler
@@ -177,6 +180,11 @@ class Gateway:
                     spec.metrics_url,
                     client.http,
                     self.scheduler.update_metrics,
+                    read_capacity=(
+                        functools.partial(read_capacity, client.http, spec.base_url)
+                        if spec.kind == BackendKind.LLAMACPP
+                        else None
+                    ),
                     interval=conf.scrape_interval,
                     timeout=conf.scrape_timeout,
                     clock=self.clock,

@@ -48,6 +48,8 @@ class KeyInfo:
     has_quota_rules: bool
     monthly_budget: Decimal | None
     over_budget: str
+    preemptible: bool = True
+    preempt_after: float | None = None
 
     def allows_model(self, model: str) -> bool:
         return patterns_allow(self.model_patterns, model)
@@ -77,6 +79,8 @@ def load_key(secret: str) -> KeyInfo | None:
         has_quota_rules=has_rules,
         monthly_budget=key.tenant.monthly_budget,
         over_budget=str(tier.over_budget),
+        preemptible=tier.preemptible,
+        preempt_after=None if tier.preempt_after_ms is None else tier.preempt_after_ms / 1000.0,
     )
 
 

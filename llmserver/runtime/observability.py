@@ -140,6 +140,13 @@ class GatewayMetrics:
             ["backend", "kind"],
             registry=self.registry,
         )
+        self.preemptions = Counter(
+            "llmserver_preemptions",
+            "Running jobs evicted to make room, by band and kind (before_first_token: restarted "
+            "from the queue; resumable: the client's stream continued later).",
+            ["band", "kind"],
+            registry=self.registry,
+        )
         self.tokens = Counter(
             "llmserver_tokens",
             "Tokens by tenant and kind (prompt or completion).",

@@ -121,7 +121,7 @@ def start_gateway(
     setup: Sequence[Sequence[str]] = (),
 ) -> Gateway:
     """Migrate, load the demo and serve with daphne; `quiet` drops daphne's stdout (the access
-    log at daphne's default verbosity), `daphne_args` are added to its command line. With
+    log at daphne's default verbosity) and the gateway's JSON access log, `daphne_args` are added to its command line. With
     `rungateway`, serve through `manage.py rungateway` (the gateway's own server settings: read
     deadlines, OpenAI-shaped refusals) instead of the bare daphne command, with
     `rungateway_args` added. `setup` are manage.py commands run after the demo and before serving
@@ -131,6 +131,7 @@ def start_gateway(
         "DATABASE_URL": database_url,
         "SECRET_KEY": "e2e-secret",
         "USAGE_FLUSH_INTERVAL": "0.1",
+        **({"ACCESS_LOG": "false"} if quiet else {}),
         **(extra_env or {}),
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)

@@ -40,6 +40,14 @@ class Backend(models.Model):
             "vLLM refuses any priority."
         ),
     )
+    preemption = models.BooleanField(
+        default=True,
+        help_text=(
+            "Requests running here may be paused to make room (see the tiers' settings). On "
+            "vLLM a paused stream is continued later; on other kinds a request is paused only "
+            "before its first token."
+        ),
+    )
     max_in_flight = models.PositiveIntegerField(
         default=64,
         validators=[MinValueValidator(1)],

@@ -60,6 +60,21 @@ class Tier(models.Model):
     over_budget = models.CharField(
         max_length=8, choices=OverBudget.choices, default=OverBudget.REJECT
     )
+    preemptible = models.BooleanField(
+        default=True,
+        help_text="This tier's running requests may be paused to make room for a higher tier or "
+        "for a user who has had less than their share; a paused stream continues where it "
+        "stopped, and its client sees one uninterrupted answer.",
+    )
+    preempt_after_ms = models.FloatField(
+        null=True,
+        blank=True,
+        default=150.0,
+        validators=[MinValueValidator(0.0)],
+        help_text="When a request of this tier has waited this long (ms) while every backend "
+        "slot is busy, one running request of a lower tier, or of a user over their share, is "
+        "paused for it. Blank: this tier never pauses others.",
+    )
 
     class Meta:
         ordering = ["band", "name"]

@@ -46,3 +46,35 @@ async def test_health_is_ready_only_once_the_model_is_loaded():
     assert not await is_healthy(loading, "http://llama")
     ready = server(httpx.Response(501), httpx.Response(501), health=200)
     assert await is_healthy(ready, "http://llama")
+
+
+async def test_the_poller_reports_the_servers_slots_with_its_metrics_and_rereads_after_a_failure():
+    from functools import partial
+
+    from llmserver.backends.metrics import MetricsPoller
+    from tests.backends.backend_helpers import fixture_text
+
+    answers = {"slots": 4, "up": True}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if not answers["up"]:
+            raise httpx.ConnectError("refused", request=request)
+        if request.url.path == "/props":
+            return httpx.Response(200, json={"total_slots": answers["slots"]})
+        return httpx.Response(200, text=fixture_text("llamacpp.txt"))
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    seen = []
+    poller = MetricsPoller(
+        "llama",
+        "llamacpp",
+        "http://llama/metrics",
+        client,
+        lambda _name, metrics: seen.append(metrics),
+        read_capacity=partial(read_capacity, client, "http://llama"),
+    )
+    assert (await poller.scrape_once()).capacity == 4
+    answers.update(up=False)
+    assert await poller.scrape_once() is None
+    answers.update(up=True, slots=8)  # restarted with -np 8
+    assert (await poller.scrape_once()).capacity == 8

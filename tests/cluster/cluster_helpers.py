@@ -9,6 +9,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -44,22 +45,29 @@ def delete_prefix(prefix: str) -> None:
         client.close()
 
 
-def node(prefix: str, max_in_flight: int = 1, lease: float = 0.6) -> ClusterScheduler:
+def node(
+    prefix: str, max_in_flight: int = 1, lease: float = 0.6, preemption: bool = False
+) -> ClusterScheduler:
     """A cluster member whose one backend `b1` takes `max_in_flight` jobs (no metrics)."""
     backend = BackendConfig(
-        "b1", frozenset({MODEL}), max_in_flight=max_in_flight, has_metrics=False
+        "b1",
+        frozenset({MODEL}),
+        max_in_flight=max_in_flight,
+        has_metrics=False,
+        preemption=preemption,
     )
     return ClusterScheduler(REDIS_URL, prefix, lease, SchedulerConfig(gates={}), (backend,))
 
 
-def job(user: str = "alice") -> Job:
+def job(user: str = "alice", band: int = 1, **kw: Any) -> Job:
     """A job whose deadline bounds every wait on it (a test never hangs on a lost grant)."""
     return Job(
         id=f"job-{uuid.uuid4().hex[:8]}",
         principal=Principal("acme", user),
         model=MODEL,
-        band=1,
+        band=band,
         deadline=time.monotonic() + 20.0,
+        **kw,
     )
 
 

@@ -33,8 +33,13 @@ tar -xzf "$WORK/llama_cpp_python-$VERSION.tar.gz" -C "$WORK"
 SRC="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
 
 # Static, CPU-only, no network at build or run time: no UI download, no curl, no TLS.
+# Not -march=native: on a CPU that reports Intel AMX, a native build takes ggml's AMX kernels,
+# which die with SIGSEGV in a VM whose kernel does not grant the AMX tile state (seen here:
+# ggml_backend_amx_mul_mat). AVX2, FMA and F16C (x86-64-v3) run on every machine of this kind.
 echo "llama-server $VERSION: building (cmake, -j$JOBS)"
 cmake -S "$SRC" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release \
+	-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
 	-DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
 	-DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >"$WORK/cmake.log" 2>&1 ||

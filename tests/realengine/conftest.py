@@ -33,8 +33,17 @@ def llama() -> Iterator[LlamaServer]:
 def gateway_for(
     llama: LlamaServer, tmp: Path, kind: str = "llamacpp", in_flight: int = 64
 ) -> Gateway:
-    """The demo's tenants and keys, its model routed to llama-server instead of the simulator."""
+    """The demo's tenants and keys, its model routed to llama-server instead of the simulator.
+    The interactive tier keeps llama-server's own queue empty (gate_max_waiting 1; the capacity
+    comes from its /props): a request queued inside the engine is one a light user would wait
+    behind, while one held by the gateway can be overtaken, or make room by pausing a stream.
+    Its time-per-token ceiling is off: on two shared CPU cores this engine is always slower than
+    the 150 ms a GPU is held to, and the gate would only stop everyone."""
     database = Database(tmp)
+    tiers = tmp / "tiers.json"
+    tiers.write_text(
+        json.dumps({"tiers": {"interactive": {"gate_max_waiting": 1, "gate_max_tpot_ms": None}}})
+    )
     gateway = start_gateway(
         database.url,
         llama.url,
@@ -54,6 +63,7 @@ def gateway_for(
                 "--model",
                 f"{MODEL}:{ALIAS}",
             ],
+            ["apply_config", str(tiers)],
         ],
     )
     gateway.database = database  # type: ignore[attr-defined]

@@ -21,6 +21,8 @@ from pathlib import Path
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"
 BUILD_SCRIPT = Path(__file__).with_name("build_llama_server.sh")
+# The build's CPU features (see build_llama_server.sh); a change of them gets its own cache entry.
+BUILD_FLAVOUR = "x86-64-v3"
 
 
 def cache_dir() -> Path:
@@ -32,7 +34,7 @@ def server_path() -> Path:
     """The llama-server binary: $LLAMA_SERVER, else the cached build of the pinned version."""
     if os.environ.get("LLAMA_SERVER"):
         return Path(os.environ["LLAMA_SERVER"])
-    return cache_dir() / f"llama-server-{LLAMA_CPP_PYTHON_VERSION}" / "llama-server"
+    return cache_dir() / f"llama-server-{LLAMA_CPP_PYTHON_VERSION}-{BUILD_FLAVOUR}" / "llama-server"
 
 
 def model_path() -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import time
 
@@ -137,8 +138,10 @@ async def test_a_burst_of_twenty_gets_no_server_error(gateway, llama):
 async def test_light_users_keep_their_turn_in_a_flood(gateway, llama):
     """A power user queues 24 streams at once; two light users each ask every 1.5 s for 6 s.
     Straight to the engine, a light request would wait behind the power user's FIFO backlog
-    (24 x 64 tokens over 4 slots: many seconds); through the gateway it waits for one slot.
-    The power user's 24 stay within the demo's 60 s queue timeout on a busy two-core machine."""
+    (24 x 64 tokens over 4 slots); through the gateway it waits only for a slot, which the
+    gateway makes by pausing one of the power user's streams (resumed later). The bound is
+    relative to the power user's own wait, not in seconds: the engine's speed on two shared
+    cores varies severalfold with the machine's load, the order does not."""
     await wait_idle(llama)
     power = new_key(gateway, "flood-power")
     light = [new_key(gateway, f"flood-light-{i}") for i in range(2)]
@@ -162,5 +165,55 @@ async def test_light_users_keep_their_turn_in_a_flood(gateway, llama):
         powers = await asyncio.gather(*flood)
     assert [s for s, _ in lights] == [200] * 8 and [s for s, _ in powers] == [200] * 24
     assert still_flooding > 0, "the flood was over before the light users were done"
-    ttfts = sorted(t for _, t in lights)
-    assert statistics.median(ttfts) < 2.0, ttfts
+    light_median = statistics.median(t for _, t in lights)
+    power_median = statistics.median(t for _, t in powers)
+    assert light_median * 3 < power_median, (sorted(lights), sorted(powers))
+
+
+async def stream_all(http: httpx.AsyncClient, url: str, key: str, body: dict) -> dict:
+    """The ids, the number of events with text and the final usage of one stream."""
+    out: dict = {"ids": set(), "text_events": 0, "usage": None}
+    async with http.stream(
+        "POST", url + "/v1/chat/completions", json=body, headers={"authorization": f"Bearer {key}"}
+    ) as response:
+        out["status"] = response.status_code
+        async for line in response.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            event = json.loads(line[6:])
+            out["ids"].add(event["id"])
+            if event.get("usage"):
+                out["usage"] = event["usage"]
+            if any((c.get("delta") or {}).get("content") for c in event.get("choices", [])):
+                out["text_events"] += 1
+    return out
+
+
+async def test_a_paused_stream_is_continued_and_billed_its_original_prompt(gateway, llama):
+    """Four streams fill the engine's slots; a light request pauses one of them, which the
+    gateway continues later with `continue_final_message`. Its client sees one stream, and
+    its usage names the same prompt as its unpaused twins (counted by the engine's own
+    /apply-template and /tokenize), with every token it received."""
+    await wait_idle(llama)
+    power, light = new_key(gateway, "pause-power"), new_key(gateway, "pause-light")
+    body = {**chat(max_tokens=160), "stream_options": {"include_usage": True}}
+    before = preemptions(gateway)
+    async with httpx.AsyncClient(timeout=300) as http:
+        streams = [
+            asyncio.create_task(stream_all(http, gateway.url, power, body)) for _ in range(4)
+        ]
+        await asyncio.sleep(2.0)
+        status, _ = await stream_ttft(http, gateway.url, light, chat(8, prompt="Hi"))
+        results = await asyncio.gather(*streams)
+    assert status == 200 and preemptions(gateway) > before
+    assert [r["status"] for r in results] == [200] * 4
+    assert all(len(r["ids"]) == 1 for r in results)
+    assert len({r["usage"]["prompt_tokens"] for r in results}) == 1
+    assert [r["usage"]["completion_tokens"] for r in results] == [r["text_events"] for r in results]
+
+
+def preemptions(gateway) -> float:
+    """Streams paused after their first token (to be continued), so far."""
+    text = httpx.get(gateway.url + "/metrics").text
+    lines = [x for x in text.splitlines() if x.startswith("llmserver_preemptions_total{")]
+    return sum(float(x.rsplit(" ", 1)[1]) for x in lines if 'kind="resumable"' in x)

@@ -68,3 +68,33 @@ def test_a_configured_capacity_wins_over_what_is_learned():
     s = scheduler(slots(8), gates=EMPTY_QUEUE)
     s.update_metrics("b1", fresh(waiting=3, running=16))
     assert s.backends["b1"].capacity == 8
+
+
+def test_a_capacity_the_server_reports_counts_when_none_is_configured():
+    s = scheduler(slots(None), gates=EMPTY_QUEUE)
+    s.update_metrics("b1", fresh(waiting=0, running=0, capacity=2))
+    for _ in range(3):
+        s.submit(job(ALICE), 0.0)
+    assert len(s.select(0.0)) == 2
+
+
+def test_a_request_the_engine_still_counts_for_one_scrape_after_its_release_takes_no_slot():
+    s = scheduler(slots(2), gates=EMPTY_QUEUE)
+    s.update_metrics("b1", fresh(waiting=0, running=0))
+    s.submit(a := job(ALICE), 0.0)
+    s.select(0.0)
+    s.complete(a.id)
+    s.update_metrics("b1", fresh(waiting=0, running=1))  # the engine frees it at its next step
+    for _ in range(2):
+        s.submit(job(BOB), 0.0)
+    assert len(s.select(0.0)) == 2
+
+
+def test_traffic_from_elsewhere_seen_by_two_scrapes_in_a_row_takes_slots():
+    s = scheduler(slots(3), gates=EMPTY_QUEUE)
+    s.update_metrics("b1", fresh(waiting=0, running=0))
+    s.update_metrics("b1", fresh(waiting=0, running=2))
+    s.update_metrics("b1", fresh(waiting=0, running=2))
+    for _ in range(2):
+        s.submit(job(ALICE), 0.0)
+    assert len(s.select(0.0)) == 1

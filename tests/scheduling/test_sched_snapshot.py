@@ -45,6 +45,7 @@ def test_it_is_json_serialisable_with_the_agreed_keys() -> None:
         "ttft_seconds",
         "healthy",
         "scraped_at",
+        "capacity",
     }
     assert set(snap["totals"]) == {
         "queued",
@@ -54,6 +55,8 @@ def test_it_is_json_serialisable_with_the_agreed_keys() -> None:
         "cancelled",
         "expired",
         "rejected",
+        "evicted",
+        "preempted",
     }
 
 

@@ -1,0 +1,227 @@
+"""Preemption: when every slot is busy and a job has waited past its `preempt_after`, the
+scheduler evicts one running job of a lower band, or of an over-served principal of the same
+band, and resumes it later from the head of its queue."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sched_helpers import ALICE, BOB, CHARLIE, fresh, ids, job, scheduler
+
+from scheduling import BackendConfig, GateThresholds, Job, Scheduler
+
+FULL_AT_CAPACITY = {
+    0: GateThresholds(max_waiting=1, max_tpot_seconds=None),
+    1: GateThresholds(max_waiting=1, max_tpot_seconds=None),
+    2: GateThresholds(max_waiting=1, max_tpot_seconds=None),
+}
+
+
+def pool(capacity: int = 4, preemption: bool = True, **config: Any) -> Scheduler:
+    backend = BackendConfig(
+        "b1", frozenset({"m"}), has_metrics=True, capacity=capacity, preemption=preemption
+    )
+    s = scheduler(backend, gates=FULL_AT_CAPACITY, **config)
+    s.update_metrics("b1", fresh(waiting=0, running=0))
+    return s
+
+
+def flood(s: Scheduler, n: int, band: int = 1, at: float = 0.0, **kw: Any) -> list[Job]:
+    jobs = [job(ALICE, band=band, preemptible=True, max_concurrent=64, **kw) for _ in range(n)]
+    for i, j in enumerate(jobs):
+        s.submit(j, at)
+        s.select(at + i * 0.001)  # dispatched one after another: the last is the newest
+    return jobs
+
+
+def light(band: int = 1, after: float | None = 0.15, **kw: Any) -> Job:
+    return job(BOB, band=band, preempt_after=after, **kw)
+
+
+def test_a_light_job_waiting_past_preempt_after_evicts_the_newest_job_of_the_flood():
+    s = pool(capacity=4)
+    jobs = flood(s, 4)
+    s.submit(waiter := light(), 1.0)
+    assert s.dispatch_once(1.1).evicted == []
+    step = s.dispatch_once(1.2)
+    assert [e.job_id for e in step.evicted] == [jobs[-1].id]
+    assert step.evicted[0].backend == "b1"
+    s.preempted(jobs[-1].id, real_cost=0.0, now=1.21)
+    assert ids(s.select(1.21)) == [waiter.id]
+
+
+def test_the_scheduler_wakes_when_a_waiter_becomes_entitled_to_preempt():
+    s = pool(capacity=2)
+    flood(s, 2)
+    s.submit(light(after=0.15), 1.0)
+    s.dispatch_once(1.0)
+    assert s.next_wakeup() == 1.15
+
+
+def test_a_waiter_without_preempt_after_never_evicts():
+    s = pool(capacity=2)
+    flood(s, 2)
+    s.submit(light(after=None), 1.0)
+    assert s.dispatch_once(60.0).evicted == []
+
+
+def test_non_preemptible_jobs_are_never_evicted():
+    s = pool(capacity=2)
+    for _ in range(2):
+        s.submit(job(ALICE, preemptible=False, max_concurrent=64), 0.0)
+    s.select(0.0)
+    s.submit(light(), 1.0)
+    assert s.dispatch_once(5.0).evicted == []
+
+
+def test_a_backend_with_preemption_off_is_never_asked_to_make_room():
+    s = pool(capacity=2, preemption=False)
+    flood(s, 2)
+    s.submit(light(), 1.0)
+    assert s.dispatch_once(5.0).evicted == []
+
+
+def test_a_principal_within_its_fair_share_is_not_evicted_for_one_of_its_own_band():
+    s = pool(capacity=4, preempt_slack=1.0)
+    for who in (ALICE, BOB):  # two each: both exactly at their share of four slots
+        for _ in range(2):
+            s.submit(job(who, preemptible=True), 0.0)
+    s.select(0.0)
+    s.submit(job(CHARLIE, preempt_after=0.1), 1.0)
+    assert s.dispatch_once(5.0).evicted == []
+
+
+def test_a_lower_band_job_is_evicted_for_a_higher_band_waiter_even_within_its_share():
+    s = pool(capacity=2)
+    batch = flood(s, 2, band=2)
+    s.submit(light(band=0), 1.0)
+    evicted = s.dispatch_once(1.2).evicted
+    assert [e.job_id for e in evicted] == [batch[-1].id]
+
+
+def test_the_lowest_band_is_evicted_first():
+    s = pool(capacity=2)
+    standard = job(CHARLIE, band=1, preemptible=True)
+    batch = job(ALICE, band=2, preemptible=True)
+    for j in (batch, standard):
+        s.submit(j, 0.0)
+        s.select(0.0)
+    s.submit(light(band=0), 1.0)
+    assert [e.job_id for e in s.dispatch_once(1.2).evicted] == [batch.id]
+
+
+def test_no_second_eviction_on_a_backend_until_the_first_is_confirmed():
+    s = pool(capacity=4)
+    jobs = flood(s, 4)
+    s.submit(first := light(), 1.0)
+    s.submit(job(CHARLIE, preempt_after=0.15), 1.0)
+    assert len(s.dispatch_once(1.2).evicted) == 1
+    assert s.dispatch_once(1.3).evicted == []  # not confirmed yet
+    s.preempted(jobs[-1].id, real_cost=0.0, now=1.31)
+    step = s.dispatch_once(1.31)  # the freed slot goes to one waiter; the other may evict now
+    assert ids(step.dispatched) == [first.id] and len(step.evicted) == 1
+
+
+def test_each_waiter_gets_its_own_eviction_across_the_backends_of_a_pool():
+    backends = [
+        BackendConfig(name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True)
+        for name in ("b1", "b2")
+    ]
+    s = scheduler(*backends, gates=FULL_AT_CAPACITY)
+    for name in ("b1", "b2"):
+        s.update_metrics(name, fresh(waiting=0, running=0))
+    flood(s, 4)
+    s.submit(light(), 1.0)
+    s.submit(job(CHARLIE, preempt_after=0.15), 1.0)
+    evicted = s.dispatch_once(1.2).evicted
+    assert sorted(e.backend for e in evicted) == ["b1", "b2"]
+
+
+def test_a_waiter_with_an_eviction_under_way_does_not_ask_for_another():
+    backends = [
+        BackendConfig(name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True)
+        for name in ("b1", "b2")
+    ]
+    s = scheduler(*backends, gates=FULL_AT_CAPACITY)
+    for name in ("b1", "b2"):
+        s.update_metrics(name, fresh(waiting=0, running=0))
+    flood(s, 4)
+    s.submit(light(), 1.0)
+    assert len(s.dispatch_once(1.2).evicted) == 1
+    assert s.dispatch_once(1.3).evicted == []
+
+
+def test_an_evicted_job_resumes_from_the_head_of_its_queue_and_never_expires_there():
+    s = pool(capacity=1, preempt_slack=0.0)
+    (victim,) = flood(s, 1, deadline=2.0)
+    s.submit(job(ALICE, max_concurrent=64), 0.5)  # queued behind it
+    s.submit(waiter := light(), 1.0)
+    s.dispatch_once(1.2)
+    s.preempted(victim.id, real_cost=0.0, now=1.2)
+    assert ids(s.select(1.2)) == [waiter.id]
+    s.complete(waiter.id)
+    s.update_metrics("b1", fresh(now=3.0, waiting=0, running=0))
+    step = s.dispatch_once(3.0)  # past the victim's queue deadline
+    assert step.expired == []
+    assert ids(step.dispatched) == [victim.id]
+
+
+def test_a_resumed_job_is_protected_from_another_eviction():
+    s = pool(capacity=1, preempt_slack=0.0, preempt_protect_seconds=5.0)
+    (victim,) = flood(s, 1)
+    s.submit(first := light(), 1.0)
+    s.dispatch_once(1.2)
+    s.preempted(victim.id, real_cost=0.0, now=1.2)
+    s.select(1.2)
+    s.complete(first.id)
+    s.update_metrics("b1", fresh(now=1.3, waiting=0, running=0))
+    assert ids(s.select(1.3)) == [victim.id]  # resumed
+    s.submit(light(), 1.4)
+    assert s.dispatch_once(3.0).evicted == []
+    s.update_metrics("b1", fresh(now=6.4, waiting=0, running=1))
+    assert [e.job_id for e in s.dispatch_once(6.4).evicted] == [victim.id]
+
+
+def test_an_evicted_job_is_charged_for_what_is_left_then_corrected_to_its_real_total():
+    s = pool(capacity=1, preempt_slack=0.0)
+    (victim,) = flood(s, 1, estimated_cost=100.0)
+    lane = s.entries[victim.id].lane
+    assert lane is not None and lane.service == 100.0
+    s.submit(waiter := light(), 1.0)
+    s.dispatch_once(1.2)
+    s.preempted(victim.id, real_cost=30.0, now=1.2)
+    assert lane.service == 100.0  # it keeps the charge while it waits
+    s.select(1.2)
+    s.complete(waiter.id)
+    s.select(1.3)  # resumed: charged the estimate of the 70 left
+    assert lane.service == 170.0
+    s.complete(victim.id, real_cost=90.0)
+    assert lane.service == 90.0
+
+
+def test_the_slot_an_evicted_job_gave_up_goes_to_the_job_it_was_evicted_for():
+    s = pool(capacity=1, preempt_slack=0.0)
+    (victim,) = flood(s, 1, estimated_cost=0.0)  # an account no higher than the waiter's
+    s.submit(waiter := light(), 1.0)
+    s.dispatch_once(1.2)
+    s.preempted(victim.id, real_cost=0.0, now=1.2)
+    assert ids(s.select(1.2)) == [waiter.id]
+
+
+def test_a_declined_eviction_frees_the_backend_for_another_and_spares_that_job_for_good():
+    s = pool(capacity=4)
+    jobs = flood(s, 4)
+    s.submit(light(), 1.0)
+    (first,) = s.dispatch_once(1.2).evicted
+    s.keep_running(first.job_id)
+    (second,) = s.dispatch_once(1.3).evicted
+    assert second.job_id == jobs[-2].id != first.job_id
+
+
+def test_a_job_that_ends_while_being_evicted_ends_the_eviction_too():
+    s = pool(capacity=4)
+    jobs = flood(s, 4)
+    s.submit(light(), 1.0)
+    assert len(s.dispatch_once(1.2).evicted) == 1
+    s.complete(jobs[-1].id)
+    assert s.backends["b1"].evicting == 0
