@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from llmserver.testing.processes import Database, Gateway, start_gateway, start_peer
 from simulator.launcher import RunningSimulator, start_simulator
 from tests.cluster.cluster_helpers import REDIS_URL, delete_prefix, needs_redis
-from tests.cluster.proxy import CuttableProxy
+from tests.cluster.cluster_proxy import CuttableProxy
 from tests.e2e.clients import join, start_streams, usage_rows, wait_streaming
 
 pytestmark = [pytest.mark.e2e, needs_redis]

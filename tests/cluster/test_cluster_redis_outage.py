@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from cluster_helpers import REDIS_URL, job, needs_redis, until
-from proxy import CuttableProxy
+from cluster_proxy import CuttableProxy
 
 from llmserver.cluster.node import UNAVAILABLE, ClusterScheduler
 from llmserver.cluster.transport import ClusterUnavailable
