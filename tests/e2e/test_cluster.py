@@ -21,7 +21,7 @@ from llmserver.testing.processes import Database, Gateway, start_gateway, start_
 from simulator.launcher import RunningSimulator, start_simulator
 from tests.cluster.cluster_helpers import REDIS_URL, delete_prefix, needs_redis
 from tests.cluster.cluster_proxy import CuttableProxy
-from tests.e2e.clients import join, start_streams, usage_rows, wait_streaming
+from tests.e2e.clients import join, start_streams, usage_rows
 
 pytestmark = [pytest.mark.e2e, needs_redis]
 NO_TPOT_GATE = (
@@ -128,10 +128,19 @@ def queued(gateway: Gateway) -> float:
     )
 
 
-def wait_queued(gateway: Gateway, at_least: int, timeout: float = 30.0) -> None:
+def wait_queued(gateways: list[Gateway], at_least: int, timeout: float = 30.0) -> None:
+    """Until the cluster's queue (all on the leader, whichever process that is) holds this many."""
     deadline = time.monotonic() + timeout
-    while queued(gateway) < at_least:
-        assert time.monotonic() < deadline, f"never {at_least} queued at the leader"
+    while sum(queued(g) for g in gateways) < at_least:
+        assert time.monotonic() < deadline, f"never {at_least} queued in the cluster"
+        time.sleep(0.05)
+
+
+def wait_some_streaming(streams: list, timeout: float = 30.0) -> None:
+    """Until at least one stream receives text (which one goes first is the scheduler's call)."""
+    deadline = time.monotonic() + timeout
+    while not any(out.get("text_events", 0) for _, out in streams):
+        assert time.monotonic() < deadline, f"nothing streams: {[out for _, out in streams]}"
         time.sleep(0.05)
 
 
@@ -144,10 +153,10 @@ def test_light_users_on_other_processes_go_before_the_power_users_flood(
     cluster: list[Gateway],
 ) -> None:
     one, two, three = cluster
-    leader = wait_for_leader(cluster)
+    wait_for_leader(cluster)
     power, light1, light2 = (new_key(one, user, "batch") for user in ("power", "l1", "l2"))
-    flood = start_streams(one, [20] * 12, key=power)
-    wait_queued(leader, 8)
+    flood = start_streams(one, [60] * 12, key=power)
+    wait_queued(cluster, 8)
     lights = start_streams(two, [20], key=light1) + start_streams(three, [20], key=light2)
     outcomes = join(flood + lights)
     assert all(out.get("status") == 200 for out in outcomes), outcomes
@@ -164,8 +173,8 @@ def test_the_leaders_death_loses_no_request_on_the_other_processes(
     streams = start_streams(survivors[0], [100] * 6) + start_streams(
         survivors[1], [100] * 6, key=survivors[1].key("bob")
     )
-    wait_streaming(streams[:1])
-    wait_queued(leader, 1)
+    wait_some_streaming(streams)
+    wait_queued([leader], 1)
     leader.process.kill()  # kill -9: no drain, no lease hand-over
     leader.process.wait(timeout=10)
     outcomes = join(streams)
@@ -203,8 +212,8 @@ def test_a_redis_outage_refuses_new_requests_and_loses_none_it_held(
     with members(simulator, tmp_path, proxy.url, 2) as gateways:
         leader = wait_for_leader(gateways)
         streams = [s for g in gateways for s in start_streams(g, [100] * 5)]
-        wait_streaming(streams[:1])
-        wait_queued(leader, 1)
+        wait_some_streaming(streams)
+        wait_queued([leader], 1)
         proxy.cut()
         wait_state(gateways, "redis_unavailable")
         body = {"model": "demo-llama", "messages": [{"role": "user", "content": "hi"}]}
