@@ -12,6 +12,9 @@ continuous batching, `--max-num-seqs` running sequences, a waiting queue):
             letting it queue (interactive gate: waiting < 1)
   gateway-priority  the gateway with exact accounting in front of the simulator in priority
             mode, handing its coarse priority down (band, and over or under fair share)
+  gateway-2proc  as `gateway`, but two gateway processes sharing one scheduler through Redis
+            (REDIS_URL, default database 4): the power user sends through one, the light users
+            through the other
   gateway-preempt  exact accounting plus preemption: a light request that has waited 150 ms
             with every slot busy pauses the newest stream of the over-served power user, which
             is resumed later with `continue_final_message` (every power stream is checked word
@@ -35,10 +38,12 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import random
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -55,7 +60,7 @@ from loadgen import (
     stream_once,
 )
 
-from llmserver.testing.processes import Database, start_gateway
+from llmserver.testing.processes import Database, start_gateway, start_peer
 from simulator.launcher import start_simulator
 from simulator.protocol import token_text
 
@@ -67,9 +72,11 @@ WAYS = (
     "gateway-batch",
     "gateway-exact",
     "gateway-priority",
+    "gateway-2proc",
     "gateway-preempt",
     "ideal",
 )
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/4")
 POWER_PROMPT = "Summarise the following evaluation transcript in detail. " * 7
 LIGHT_PROMPT = "What is the capital of France? Answer briefly. "
 
@@ -177,9 +184,12 @@ async def run_load(
     keys: dict[str, str] | None,
     priorities: tuple[int, int] | None,
     with_power: bool,
+    light_base_url: str | None = None,
 ) -> dict[str, Any]:
-    """Drive one way's load; returns the outcomes and the simulator's counter deltas."""
+    """Drive one way's load; returns the outcomes and the simulator's counter deltas. The light
+    users send to `light_base_url` if given (another gateway process of the same cluster)."""
     url = base_url + "/v1/chat/completions"
+    light_url = (light_base_url or base_url) + "/v1/chat/completions"
     light_p, power_p = priorities if priorities else (None, None)
     async with client() as http:
         before = await counters(http, simulator_url)
@@ -195,7 +205,9 @@ async def run_load(
         users = [f"light{i + 1}" for i in range(args.light_users)]
         await asyncio.gather(
             *(
-                light_user(http, url, keys[u] if keys else None, u, i, args, t0, light_p, tasks)
+                light_user(
+                    http, light_url, keys[u] if keys else None, u, i, args, t0, light_p, tasks
+                )
                 for i, u in enumerate(users)
             )
         )
@@ -265,13 +277,18 @@ def gateway_keys(args: argparse.Namespace, power_tier: str) -> tuple[dict, list]
 async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
     policy = "priority" if way in ("priority", "gateway-priority") else "fcfs"
     sim = start_simulator(*simulator_args(args, policy), quiet=True)
-    gw = db = None
+    gw = db = peer = None
     tmp = tempfile.TemporaryDirectory(prefix="bench-fairness-")
     try:
         if way.startswith("gateway"):
             db = Database(Path(tmp.name))
             env = {"SCRAPE_INTERVAL": str(args.scrape_interval)} if args.scrape_interval else {}
+            if way == "gateway-2proc":
+                env |= {"SCHEDULER_TRANSPORT": "redis", "REDIS_URL": REDIS_URL}
+                env["CLUSTER_PREFIX"] = f"bench-fairness-{uuid.uuid4().hex[:8]}"
             gw = start_gateway(db.url, sim.url, env, quiet=True)
+            if way == "gateway-2proc":
+                peer = start_peer(gw)
             power_tier = {"gateway-batch": "batch", "gateway-preempt": "interactive-preempt"}
             tiers, key_specs = gateway_keys(args, power_tier.get(way, "interactive"))
             backends = {}
@@ -282,13 +299,16 @@ async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
                 }
                 tiers["interactive"]["gate_max_waiting"] = 3 if way == "gateway-priority" else 1
             keys = configure_gateway(gw, tiers, key_specs, backends)
-            run = await run_load(gw.url, sim.url, args, keys, None, True)
+            light_url = peer.url if peer is not None else None
+            run = await run_load(gw.url, sim.url, args, keys, None, True, light_url)
             async with client() as http:
                 run["gateway"] = await counters(http, gw.url)
         else:
             priorities = (0, 1) if way == "priority" else None
             run = await run_load(sim.url, sim.url, args, None, priorities, way != "ideal")
     finally:
+        if peer is not None:
+            peer.stop()
         if gw is not None:
             gw.stop()
         if db is not None:

@@ -47,3 +47,20 @@ def check_stale_after_exceeds_scrape(app_configs: Any, **kwargs: Any) -> list[ch
             )
         ]
     return []
+
+
+@checks.register()
+def check_redis_transport_has_redis(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    try:
+        conf = gateway_settings()
+    except (TypeError, ValueError):
+        return []  # gateway.E002 says why
+    if conf.scheduler_transport == "redis" and not conf.redis_url:
+        return [
+            checks.Error(
+                "SCHEDULER_TRANSPORT=redis needs REDIS_URL: the processes share their scheduler "
+                "through Redis.",
+                id="gateway.E003",
+            )
+        ]
+    return []

@@ -51,6 +51,12 @@ class GatewaySettings:
     access_log: bool = True
     # Where RPM/TPM windows live: Redis (shared by every gateway process) or, empty, memory.
     rate_limit_redis_url: str = ""
+    # "local": the scheduler in this process; "redis": one scheduler for every process sharing
+    # `redis_url` and `cluster_prefix`, led by whoever holds the lease.
+    scheduler_transport: str = "local"
+    redis_url: str = ""
+    cluster_prefix: str = "llmserver"
+    cluster_lease_seconds: float = 3.0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GatewaySettings:

@@ -159,6 +159,11 @@ LLMSERVER = {
     "METRICS_ALLOW": env_cidrs("METRICS_ALLOW"),
     "ACCESS_LOG": env_bool("ACCESS_LOG", True),
     "RATE_LIMIT_REDIS_URL": REDIS_URL,
+    # One scheduler for many processes (docs/DEPLOYMENT.md): "redis" needs REDIS_URL.
+    "SCHEDULER_TRANSPORT": env_choice("SCHEDULER_TRANSPORT", ("local", "redis"), "local"),
+    "REDIS_URL": REDIS_URL,
+    "CLUSTER_PREFIX": env_str("CLUSTER_PREFIX", "llmserver"),
+    "CLUSTER_LEASE_SECONDS": env_float("CLUSTER_LEASE_SECONDS", 3.0, minimum=0.3),
 }
 
 # The tenant self-service API: API-key auth only, JSON only, OpenAI-shaped errors.

@@ -297,18 +297,10 @@ class Scheduler:
                 continue
             lane.queue.pop()
             self._unqueue(entry)
-            entry.state = DISPATCHED
-            entry.backend = backend.name
             entry.dispatched_at = now
             if entry.preempted:
                 entry.resumed_at = now
-            entry.charged = entry.job.estimated_cost / max(entry.job.weight, 1e-9)
-            entry.billed += entry.charged
-            lane.service += entry.charged
-            lane.in_flight += 1
-            pstate.in_flight += 1
-            self._active.setdefault((model, band), set()).add(lane)
-            backend.record_dispatch()
+            self._take_slot(entry, lane, backend)
             self.totals["dispatched"] += 1
             self.prefixes.record(backend.name, entry.job.prefix_blocks, now)
             self._last[(model, band)] = (backend, entry.job.prefix_blocks)
@@ -334,6 +326,37 @@ class Scheduler:
         pulled.token = None  # its heap entry goes stale: it is being dispatched
         self.batched += 1
         return pulled, last[0]
+
+    def _take_slot(self, entry: Entry, lane: Lane, backend: BackendState) -> None:
+        """Mark `entry` running on `backend`: its charge on the lane's account, its slot counted
+        on the lane, the principal and the backend."""
+        entry.state = DISPATCHED
+        entry.backend = backend.name
+        entry.charged = entry.job.estimated_cost / max(entry.job.weight, 1e-9)
+        entry.billed += entry.charged
+        lane.service += entry.charged
+        lane.in_flight += 1
+        self.principals[lane.principal].in_flight += 1
+        self._active.setdefault((lane.model, lane.band), set()).add(lane)
+        backend.record_dispatch()
+
+    def adopt(self, job: Job, backend: str, now: float) -> None:
+        """Take over a job already running on `backend` (dispatched by a scheduler that is gone):
+        its slot and its charge are counted as if this scheduler had dispatched it, so a new
+        leader rebuilds in-flight counts and accounts from what the relays hold. Raises KeyError
+        for an unknown backend and ValueError for a job id already live."""
+        if job.id in self.entries:
+            raise ValueError(f"job id {job.id!r} is already live")
+        state = self.backends[backend]
+        self.principals.setdefault(job.principal, PrincipalState())
+        if job.enqueued_at is None:
+            job.enqueued_at = now
+        entry = Entry(job=job, seq=next(self._seq))
+        lane = self._lane(job.model, job.band, job.principal, job.within_principal)
+        entry.lane = lane
+        entry.dispatched_at = now
+        self.entries[job.id] = entry
+        self._take_slot(entry, lane, state)
 
     # outcomes -------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from scheduling.backend_state import BackendMetrics
 from scheduling.config import BackendConfig, SchedulerConfig
@@ -21,13 +22,20 @@ from scheduling.position import QueuePosition, queue_position
 from scheduling.snapshot import SchedulerSnapshot, build_snapshot
 
 
+class TicketOwner(Protocol):
+    """Whoever a ticket reports a declined eviction to: this service, or a remote scheduler's
+    relay (the gateway's cluster transport)."""
+
+    def keep_running(self, ticket: Ticket) -> None: ...
+
+
 class Ticket:
     """A submitted job's handle: await `dispatched()` for the backend it was given; while it
     runs, `evict_requested` / `eviction()` say the scheduler wants its slot back."""
 
     __slots__ = ("_error", "_evict", "_service", "_waiter", "backend", "band", "job", "priority")
 
-    def __init__(self, job: Job, service: SchedulerService) -> None:
+    def __init__(self, job: Job, service: TicketOwner) -> None:
         self.job = job
         self._service = service
         self.backend: str | None = None

@@ -153,6 +153,17 @@ def shutting_down() -> ApiError:
     )
 
 
+def scheduler_unavailable() -> ApiError:
+    """Several processes share one scheduler through Redis, and Redis is unreachable."""
+    return ApiError(
+        503,
+        "The gateway cannot reach its shared scheduler; try again.",
+        "server_error",
+        code="scheduler_unavailable",
+        headers=dict(RETRY_SOON),
+    )
+
+
 def internal_error() -> ApiError:
     return ApiError(
         500, "The gateway failed; this has been logged.", "server_error", code="internal_error"

@@ -297,13 +297,16 @@ class HealthConsumer(JsonHttpConsumer):
             await self.send_json(503, {"status": "draining", "backends": []})
             return
         usable = [b.name for b in gw.snapshot().backends if b.usable]
-        status = 200 if usable else 503
-        await self.send_json(
-            status, {"status": "ready" if usable else "no usable backend", "backends": usable}
-        )
+        scheduler = gw.scheduler_state()
+        if scheduler == "redis_unavailable":
+            status, word = 503, "scheduler unavailable"
+        else:
+            status, word = (200, "ready") if usable else (503, "no usable backend")
+        await self.send_json(status, {"status": word, "backends": usable, "scheduler": scheduler})
 
 
 class ReadyConsumer(HealthConsumer):
-    """GET /readyz: the gateway started and at least one backend is healthy and fresh."""
+    """GET /readyz: the gateway started, at least one backend is healthy and fresh, and the
+    scheduler can be reached; `scheduler` names its state (see `Gateway.scheduler_state`)."""
 
     ready_check = True

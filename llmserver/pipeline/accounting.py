@@ -7,10 +7,11 @@ from collections.abc import Mapping
 
 from django.utils import timezone
 
+from llmserver.cluster.transport import SchedulerTransport
 from llmserver.conf import GatewaySettings
 from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.usage import UsageDraft, UsageWriter
-from scheduling import SchedulerService, Ticket, job_cost
+from scheduling import Ticket, job_cost
 from tenants.models import UsageStatus
 
 
@@ -38,7 +39,7 @@ def charge(
 def settle(
     draft: UsageDraft,
     ticket: Ticket | None,
-    scheduler: SchedulerService,
+    scheduler: SchedulerTransport,
     conf: GatewaySettings,
     metrics: GatewayMetrics,
     usage: UsageWriter,

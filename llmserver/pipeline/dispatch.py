@@ -10,29 +10,39 @@ from llmserver.api.errors import (
     no_backend,
     queue_timeout,
     rate_limited,
+    scheduler_unavailable,
     upstream_failed,
     upstream_rejected,
 )
 from llmserver.backends.upstream import BackendError
+from llmserver.cluster.transport import ClusterUnavailable, SchedulerTransport
 from llmserver.pipeline.resume import Preempted
-from scheduling import Job, NoBackend, QueueFull, QueueTimeout, SchedulerService, Ticket
+from scheduling import Job, NoBackend, QueueFull, QueueTimeout, Ticket
 
 # (backend, its model name, the priority to tell it if it schedules by priority)
 Forward = Callable[[str, str, int], Awaitable[None]]
 
 
-def submit(scheduler: SchedulerService, job: Job) -> Ticket:
+def submit(scheduler: SchedulerTransport, job: Job) -> Ticket:
     try:
         return scheduler.submit(job)
-    except QueueFull as exc:
+    except (QueueFull, NoBackend) as exc:
+        raise refusal(exc, job.model) from None
+    except ClusterUnavailable:
+        raise scheduler_unavailable() from None
+
+
+def refusal(exc: QueueFull | NoBackend, model: str) -> ApiError:
+    """The scheduler's refusal of a job, at submission (in process) or in place of its grant
+    (a remote scheduler)."""
+    if isinstance(exc, QueueFull):
         message = "You have too many requests queued; wait for some to finish."
-        raise rate_limited(message, exc.retry_after, "queue_full") from None
-    except NoBackend:
-        raise no_backend(job.model) from None
+        return rate_limited(message, exc.retry_after, "queue_full")
+    return no_backend(model)
 
 
 async def run_on_pool(
-    scheduler: SchedulerService,
+    scheduler: SchedulerTransport,
     ticket: Ticket,
     pool: Mapping[str, str],
     forward: Forward,
@@ -49,6 +59,8 @@ async def run_on_pool(
             backend = await ticket.dispatched()
         except QueueTimeout:
             raise queue_timeout() from None
+        except (QueueFull, NoBackend) as exc:
+            raise refusal(exc, ticket.job.model) from None
         try:
             await forward(backend, pool[backend], ticket.priority)
             return

@@ -16,10 +16,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from llmserver.backends.llamacpp import read_capacity
 from llmserver.backends.metrics import MetricsPoller
 from llmserver.backends.upstream import UpstreamClient
+from llmserver.cluster.transport import SchedulerTransport
 from llmserver.conf import GatewaySettings, gateway_settings
 from llmserver.runtime.config import GatewayConfig, load_gateway_config
 from llmserver.runtime.db import run_db
@@ -31,6 +33,9 @@ from llmserver.runtime.reservations import Reservations
 from llmserver.runtime.usage import UsageWriter
 from scheduling import SchedulerConfig, SchedulerService, SchedulerSnapshot
 from tenants.models import BackendKind
+
+if TYPE_CHECKING:
+    from llmserver.cluster.node import ClusterScheduler
 
 log = logging.getLogger(__name__)
 RELOAD_INTERVAL = 5.0
@@ -55,7 +60,25 @@ class Gateway:
         )
         self.metrics = GatewayMetrics(self.snapshot, self.usage)
         self.config: GatewayConfig | None = None
-        self.scheduler = SchedulerService(SchedulerConfig(), (), clock)
+        # The one seam to a scheduler elsewhere: in this process (the default, no Redis), or
+        # shared through Redis by every process of a cluster (`self.cluster`).
+        self.cluster: ClusterScheduler | None = None
+        self.scheduler: SchedulerTransport
+        if conf.scheduler_transport == "redis":
+            from llmserver.cluster.metrics import ClusterCollector
+            from llmserver.cluster.node import ClusterScheduler
+
+            self.cluster = ClusterScheduler(
+                conf.redis_url,
+                conf.cluster_prefix,
+                conf.cluster_lease_seconds,
+                SchedulerConfig(),
+                clock=clock,
+            )
+            self.scheduler = self.cluster
+            self.metrics.registry.register(ClusterCollector(self.cluster))
+        else:
+            self.scheduler = SchedulerService(SchedulerConfig(), (), clock)
         self.clients: dict[str, UpstreamClient] = {}
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -228,6 +251,8 @@ class Gateway:
         last: SchedulerSnapshot | None = None
         while True:
             await asyncio.sleep(PUBLISH_INTERVAL)
+            if self.cluster is not None and not self.cluster.leading:
+                continue  # the leader holds the queues; one publisher, not one per process
             snap = self.snapshot()
             if snap.same_state(last) and not self.recent_ttft:
                 continue
@@ -253,6 +278,11 @@ class Gateway:
 
     def snapshot(self) -> SchedulerSnapshot:
         return self.scheduler.snapshot()
+
+    def scheduler_state(self) -> str:
+        """For /readyz: "local" (one process), or this process's part in a cluster: "leader",
+        "follower", or "redis_unavailable" (new requests refused with 503)."""
+        return "local" if self.cluster is None else self.cluster.state
 
 
 _gateway: Gateway | None = None

@@ -30,12 +30,25 @@ log = logging.getLogger(__name__)
 class DrainingServer(GatewayServer):
     """`GatewayServer` (read deadlines, OpenAI-shaped refusals) with the drain above."""
 
-    def __init__(self, application: Any, host: str, port: int, conf: GatewaySettings) -> None:
+    def __init__(
+        self,
+        application: Any,
+        host: str,
+        port: int,
+        conf: GatewaySettings,
+        fd: int | None = None,
+    ) -> None:
+        """`fd`: accept on this inherited listening socket (a `--workers` child) instead of
+        binding `host`:`port`."""
+        if fd is None:
+            endpoints = build_endpoint_description_strings(host=host, port=port)
+        else:
+            endpoints = build_endpoint_description_strings(file_descriptor=fd)
         super().__init__(
             application=application,
             idle_timeout=conf.client_idle_timeout,
             read_timeout=conf.client_read_timeout,
-            endpoints=build_endpoint_description_strings(host=host, port=port),
+            endpoints=endpoints,
             signal_handlers=False,
             http_timeout=None,
             application_close_timeout=10,

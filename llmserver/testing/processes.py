@@ -117,13 +117,15 @@ def start_gateway(
     daphne_args: Sequence[str] = (),
     quiet: bool = False,
     rungateway: bool = False,
+    rungateway_args: Sequence[str] = (),
     setup: Sequence[Sequence[str]] = (),
 ) -> Gateway:
     """Migrate, load the demo and serve with daphne; `quiet` drops daphne's stdout (the access
     log at daphne's default verbosity) and the gateway's JSON access log, `daphne_args` are added to its command line. With
     `rungateway`, serve through `manage.py rungateway` (the gateway's own server settings: read
-    deadlines, OpenAI-shaped refusals) instead of the bare daphne command. `setup` are manage.py
-    commands run after the demo and before serving (e.g. `add_backend`)."""
+    deadlines, OpenAI-shaped refusals) instead of the bare daphne command, with
+    `rungateway_args` added. `setup` are manage.py commands run after the demo and before serving
+    (e.g. `add_backend`)."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -143,10 +145,27 @@ def start_gateway(
     )
     for command in setup:
         manage(env, *command)
+    return serve(env, demo, daphne_args, quiet, rungateway, rungateway_args)
+
+
+def start_peer(gateway: Gateway, extra_env: dict[str, str] | None = None) -> Gateway:
+    """Another gateway process on the same database (already migrated, demo loaded), e.g. a
+    second member of a cluster; its own free port."""
+    return serve({**gateway.env, **(extra_env or {})}, gateway.demo, (), True, False, ())
+
+
+def serve(
+    env: dict[str, str],
+    demo: dict[str, Any],
+    daphne_args: Sequence[str],
+    quiet: bool,
+    rungateway: bool,
+    rungateway_args: Sequence[str],
+) -> Gateway:
     port = free_port()
     if rungateway:
         command = [sys.executable, "manage.py", "rungateway", "--host", "127.0.0.1"]
-        command += ["--port", str(port)]
+        command += ["--port", str(port), *rungateway_args]
     else:
         command = [str(Path(sys.executable).with_name("daphne")), "-b", "127.0.0.1"]
         command += ["-p", str(port), *daphne_args, "llmserver.asgi:application"]

@@ -13,17 +13,23 @@ from llmserver.testing.processes import Gateway
 
 
 def stream_chat(
-    gateway: Gateway, max_tokens: int, out: dict[str, Any], stop_after: int | None = None
+    gateway: Gateway,
+    max_tokens: int,
+    out: dict[str, Any],
+    stop_after: int | None = None,
+    key: str | None = None,
 ) -> None:
-    """One streamed chat; records the status, the request id, the events with text it received
-    (`text_events`) and the last two events. `stop_after` text events, it hangs up."""
+    """One streamed chat (with alice's key unless `key` is given); records the status, the
+    request id, the events with text it received (`text_events`), when the first arrived
+    (`first_text_at`, monotonic) and the last two events. `stop_after` text events, it hangs
+    up."""
     body = {
         "model": "demo-llama",
         "stream": True,
         "max_tokens": max_tokens,
         "messages": [{"role": "user", "content": "tell me a long story"}],
     }
-    headers = {"authorization": f"Bearer {gateway.key('alice')}"}
+    headers = {"authorization": f"Bearer {key or gateway.key('alice')}"}
     events: list[str] = []
     out["text_events"] = 0
     try:
@@ -39,6 +45,7 @@ def stream_chat(
                     continue
                 events.append(line)
                 if '"content":"' in line and '"content":""' not in line:
+                    out.setdefault("first_text_at", time.monotonic())
                     out["text_events"] += 1
                     if stop_after is not None and out["text_events"] >= stop_after:
                         break
@@ -48,13 +55,16 @@ def stream_chat(
 
 
 def start_streams(
-    gateway: Gateway, lengths: list[int], stop_after: list[int | None] | None = None
+    gateway: Gateway,
+    lengths: list[int],
+    stop_after: list[int | None] | None = None,
+    key: str | None = None,
 ) -> list[tuple[threading.Thread, dict[str, Any]]]:
     streams = []
     for i, n in enumerate(lengths):
         out: dict[str, Any] = {}
         stop = stop_after[i] if stop_after else None
-        thread = threading.Thread(target=stream_chat, args=(gateway, n, out, stop))
+        thread = threading.Thread(target=stream_chat, args=(gateway, n, out, stop, key))
         thread.start()
         streams.append((thread, out))
     return streams

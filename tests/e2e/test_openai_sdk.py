@@ -157,3 +157,4 @@ def test_the_gateway_exposes_its_own_metrics(e2e_gateway, client):
 def test_readyz_reports_a_usable_backend(e2e_gateway):
     response = httpx.get(e2e_gateway.url + "/readyz", timeout=5)
     assert response.status_code == 200 and response.json()["backends"] == ["simulator"]
+    assert response.json()["scheduler"] == "local"  # one process, no Redis involved

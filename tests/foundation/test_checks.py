@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from llmserver.checks import (
     check_debug_with_open_hosts,
+    check_redis_transport_has_redis,
     check_settings_read,
     check_stale_after_exceeds_scrape,
 )
@@ -26,3 +27,10 @@ def test_w001_debug_with_every_host_allowed(settings):
 def test_e002_a_setting_the_gateway_does_not_know_is_an_error(settings):
     settings.LLMSERVER = {**settings.LLMSERVER, "SCRAPE_INTERVALL": 1.0}
     assert [m.id for m in check_settings_read(None)] == ["gateway.E002"]
+
+
+def test_e003_the_redis_scheduler_transport_needs_redis(settings):
+    settings.LLMSERVER = {**settings.LLMSERVER, "SCHEDULER_TRANSPORT": "redis", "REDIS_URL": ""}
+    assert [m.id for m in check_redis_transport_has_redis(None)] == ["gateway.E003"]
+    settings.LLMSERVER = {**settings.LLMSERVER, "REDIS_URL": "redis://127.0.0.1:6379/4"}
+    assert check_redis_transport_has_redis(None) == []

@@ -1,0 +1,95 @@
+"""What crosses Redis between relays and the leader: jobs and messages as compact JSON.
+
+Times never cross as clock readings (monotonic clocks differ between machines): a deadline goes
+as the seconds left, an enqueue time as the seconds already waited, and the receiver puts them
+on its own clock. Every message carries the sender's fencing token (`e`, the leader epoch).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from scheduling import Job, Principal
+
+# relay -> leader
+SUBMIT = "submit"
+REGISTER = "register"  # a job held across a change of leader: queued, or running on `backend`
+COMPLETE = "complete"
+CANCEL = "cancel"
+REQUEUE = "requeue"
+PREEMPTED = "preempted"  # the job gave up its slot when asked, and waits to resume
+KEEP = "keep"  # the job declined an eviction (it cannot be resumed)
+# leader -> relay
+GRANT = "grant"
+REJECT = "reject"
+EVICT = "evict"  # give the slot back (preemption)
+# leader -> everyone
+LEADER = "leader"
+
+# Reasons a leader refuses or ends a queued job.
+QUEUE_FULL = "queue_full"
+NO_BACKEND = "no_backend"
+EXPIRED = "expired"
+
+
+def encode_job(job: Job, now: float) -> dict[str, Any]:
+    return {
+        "id": job.id,
+        "tenant": job.principal.tenant,
+        "user": job.principal.user,
+        "model": job.model,
+        "band": job.band,
+        "weight": job.weight,
+        "cost": job.estimated_cost,
+        "out": job.estimated_output_tokens,
+        "prefix": list(job.prefix_blocks),
+        "left": None if job.deadline is None else job.deadline - now,
+        "max_queued": job.max_queued,
+        "max_concurrent": job.max_concurrent,
+        "preemptible": job.preemptible,
+        "preempt_after": job.preempt_after,
+        "demoted": job.demoted,
+        "within_principal": job.within_principal,
+        "aging_seconds": job.aging_seconds,
+    }
+
+
+def decode_job(data: dict[str, Any], now: float) -> Job:
+    left = data["left"]
+    return Job(
+        id=data["id"],
+        principal=Principal(data["tenant"], data["user"]),
+        model=data["model"],
+        band=int(data["band"]),
+        weight=float(data["weight"]),
+        estimated_cost=float(data["cost"]),
+        estimated_output_tokens=int(data["out"]),
+        prefix_blocks=tuple(int(b) for b in data["prefix"]),
+        deadline=None if left is None else now + float(left),
+        max_queued=int(data["max_queued"]),
+        max_concurrent=int(data["max_concurrent"]),
+        preemptible=bool(data["preemptible"]),
+        preempt_after=data["preempt_after"],
+        demoted=bool(data.get("demoted", False)),
+        within_principal=data.get("within_principal"),
+        aging_seconds=data.get("aging_seconds"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message: its type `t`, the sender's epoch `e`, and the rest as sent."""
+
+    t: str
+    e: int
+    body: dict[str, Any]
+
+    def encode(self) -> str:
+        return json.dumps({"t": self.t, "e": self.e, **self.body}, separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, raw: bytes | str) -> Message:
+        data = json.loads(raw)
+        return cls(str(data.pop("t")), int(data.pop("e")), data)

@@ -1,0 +1,31 @@
+"""Preemption across processes: the leader's eviction reaches the relay holding the job, and the
+relay's answer (paused, or kept running) reaches the leader."""
+
+from __future__ import annotations
+
+from cluster_helpers import job, needs_redis, node, until
+
+pytestmark = needs_redis
+
+
+async def test_an_eviction_decided_by_the_leader_pauses_a_job_on_another_process(
+    prefix: str,
+) -> None:
+    first = node(prefix, max_in_flight=1, preemption=True)
+    second = node(prefix, max_in_flight=1, preemption=True)
+    await first.start()
+    await until(lambda: first.leading)
+    await second.start()
+    try:
+        await until(lambda: second.relay.epoch == first.lease.epoch)
+        batch = second.submit(job("alice", band=2, preemptible=True))
+        await batch.dispatched()
+        urgent = first.submit(job("bob", band=0, preempt_after=0.0))
+        await until(lambda: batch.evict_requested)
+        second.preempted(batch, 1.0)
+        assert await urgent.dispatched() == "b1"
+        first.complete(urgent, 1.0)
+        assert await batch.dispatched() == "b1"  # resumed once the slot is free again
+    finally:
+        await second.stop()
+        await first.stop()

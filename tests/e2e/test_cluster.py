@@ -1,0 +1,233 @@
+"""Three gateway processes, one scheduler: one fair queue across them, and a leader's death
+survived. Real processes on loopback, one simulator, a real Redis (skipped without one)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from llmserver.testing.processes import Database, Gateway, start_gateway, start_peer
+from simulator.launcher import RunningSimulator, start_simulator
+from tests.cluster.cluster_helpers import REDIS_URL, delete_prefix, needs_redis
+from tests.cluster.cluster_proxy import CuttableProxy
+from tests.e2e.clients import join, start_streams, usage_rows
+
+pytestmark = [pytest.mark.e2e, needs_redis]
+NO_TPOT_GATE = (
+    "shell",
+    "-c",
+    "from tenants.models import Tier; Tier.objects.update(gate_max_tpot_ms=None)",
+)
+
+
+@pytest.fixture
+def simulator() -> Iterator[RunningSimulator]:
+    sim = start_simulator("--max-num-seqs", "2", "--model", "demo-llama", "--speed", "2")
+    yield sim
+    sim.stop()
+
+
+@contextlib.contextmanager
+def members(
+    simulator: RunningSimulator, tmp_path: Path, redis_url: str, count: int
+) -> Iterator[list[Gateway]]:
+    """`count` gateway processes on one database and one Redis prefix of their own."""
+    prefix = f"test-e2e-{uuid.uuid4().hex[:10]}"
+    env = {
+        "SCRAPE_INTERVAL": "0.05",
+        "REDIS_URL": redis_url,
+        "SCHEDULER_TRANSPORT": "redis",
+        "CLUSTER_PREFIX": prefix,
+        "CLUSTER_LEASE_SECONDS": "1.5",
+    }
+    database = Database(tmp_path)
+    first = start_gateway(database.url, simulator.url, env, quiet=True, setup=[NO_TPOT_GATE])
+    started = [first]
+    try:
+        started += [start_peer(first) for _ in range(count - 1)]
+        yield started
+    finally:
+        for member in started:
+            member.stop()
+        database.drop()
+        delete_prefix(prefix)
+
+
+@pytest.fixture
+def cluster(simulator: RunningSimulator, tmp_path: Path) -> Iterator[list[Gateway]]:
+    with members(simulator, tmp_path, REDIS_URL, 3) as started:
+        yield started
+
+
+class ThreadedProxy:
+    """`CuttableProxy` on an event loop of its own thread, driven from this synchronous test."""
+
+    def __init__(self) -> None:
+        target = urlsplit(REDIS_URL)
+        self.proxy = CuttableProxy(target.hostname or "127.0.0.1", target.port or 6379)
+        self.url = f"redis://127.0.0.1:{self.proxy.port}{target.path}"
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def start(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.proxy.start(), self.loop).result(10)
+
+    def cut(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.proxy.cut(), self.loop).result(10)
+
+    def close(self) -> None:
+        self.cut()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@pytest.fixture
+def proxy() -> Iterator[ThreadedProxy]:
+    running = ThreadedProxy()
+    running.start()
+    yield running
+    running.close()
+
+
+def readiness(gateway: Gateway) -> dict[str, object]:
+    try:
+        return dict(httpx.get(gateway.url + "/readyz", timeout=5).json())
+    except httpx.HTTPError:
+        return {}
+
+
+def wait_for_leader(members: list[Gateway], timeout: float = 30.0) -> Gateway:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for member in members:
+            if readiness(member).get("scheduler") == "leader":
+                return member
+        time.sleep(0.1)
+    raise AssertionError(f"no leader: {[readiness(m) for m in members]}")
+
+
+def queued(gateway: Gateway) -> float:
+    text = httpx.get(gateway.url + "/metrics", timeout=5).text
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "llmserver_queue_depth"
+    )
+
+
+def wait_queued(gateways: list[Gateway], at_least: int, timeout: float = 30.0) -> None:
+    """Until the cluster's queue (all on the leader, whichever process that is) holds this many."""
+    deadline = time.monotonic() + timeout
+    while sum(queued(g) for g in gateways) < at_least:
+        assert time.monotonic() < deadline, f"never {at_least} queued in the cluster"
+        time.sleep(0.05)
+
+
+def wait_some_streaming(streams: list, timeout: float = 30.0) -> None:
+    """Until at least one stream receives text (which one goes first is the scheduler's call)."""
+    deadline = time.monotonic() + timeout
+    while not any(out.get("text_events", 0) for _, out in streams):
+        assert time.monotonic() < deadline, f"nothing streams: {[out for _, out in streams]}"
+        time.sleep(0.05)
+
+
+def new_key(gateway: Gateway, user: str, tier: str) -> str:
+    out = gateway.manage("create_api_key", "demo", user, "--tier", tier, "--json")
+    return str(json.loads(out.strip().splitlines()[-1])["key"])
+
+
+def test_light_users_on_other_processes_go_before_the_power_users_flood(
+    cluster: list[Gateway],
+) -> None:
+    one, two, three = cluster
+    wait_for_leader(cluster)
+    power, light1, light2 = (new_key(one, user, "batch") for user in ("power", "l1", "l2"))
+    flood = start_streams(one, [60] * 12, key=power)
+    wait_queued(cluster, 8)
+    lights = start_streams(two, [20], key=light1) + start_streams(three, [20], key=light2)
+    outcomes = join(flood + lights)
+    assert all(out.get("status") == 200 for out in outcomes), outcomes
+    power_starts = sorted(out["first_text_at"] for out in outcomes[:12])
+    for light in outcomes[12:]:
+        assert light["first_text_at"] < power_starts[9]
+
+
+def test_the_leaders_death_loses_no_request_on_the_other_processes(
+    cluster: list[Gateway],
+) -> None:
+    leader = wait_for_leader(cluster)
+    survivors = [m for m in cluster if m is not leader]
+    streams = start_streams(survivors[0], [100] * 6) + start_streams(
+        survivors[1], [100] * 6, key=survivors[1].key("bob")
+    )
+    wait_some_streaming(streams)
+    wait_queued([leader], 1)
+    leader.process.kill()  # kill -9: no drain, no lease hand-over
+    leader.process.wait(timeout=10)
+    outcomes = join(streams)
+    for out in outcomes:
+        assert out.get("status") == 200, out
+        assert out["tail"][-1] == "data: [DONE]", out
+    assert wait_for_leader(survivors) in survivors
+    rows = written_rows(survivors[0], {out["id"] for out in outcomes})
+    assert all(rows[out["id"]][0] == "ok" for out in outcomes), rows
+
+
+def written_rows(gateway: Gateway, ids: set[str], timeout: float = 20.0) -> dict:
+    """The usage rows once all of `ids` are written (the writer flushes a moment after the
+    client's last byte); fails naming the missing ones."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = usage_rows(gateway)
+        missing = ids - set(rows)
+        if not missing:
+            return rows
+        assert time.monotonic() < deadline, f"no usage row for {sorted(missing)}"
+        time.sleep(0.2)
+
+
+def wait_state(gateways: list[Gateway], state: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while any(readiness(g).get("scheduler") != state for g in gateways):
+        assert time.monotonic() < deadline, f"not all {state}: {[readiness(g) for g in gateways]}"
+        time.sleep(0.1)
+
+
+def test_a_redis_outage_refuses_new_requests_and_loses_none_it_held(
+    simulator: RunningSimulator, tmp_path: Path, proxy: ThreadedProxy
+) -> None:
+    with members(simulator, tmp_path, proxy.url, 2) as gateways:
+        leader = wait_for_leader(gateways)
+        streams = [s for g in gateways for s in start_streams(g, [100] * 5)]
+        wait_some_streaming(streams)
+        wait_queued([leader], 1)
+        proxy.cut()
+        wait_state(gateways, "redis_unavailable")
+        body = {"model": "demo-llama", "messages": [{"role": "user", "content": "hi"}]}
+        headers = {"authorization": f"Bearer {gateways[0].key('alice')}"}
+        refused = httpx.post(
+            gateways[0].url + "/v1/chat/completions", json=body, headers=headers, timeout=10
+        )
+        proxy.start()
+        outcomes = join(streams)
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "5"
+        assert refused.json()["error"]["code"] == "scheduler_unavailable"
+        for out in outcomes:
+            assert out.get("status") == 200, out
+            assert out["tail"][-1] == "data: [DONE]", out
+        assert wait_for_leader(gateways) in gateways
+        rows = written_rows(gateways[0], {out["id"] for out in outcomes})
+        assert all(rows[out["id"]][0] == "ok" for out in outcomes), rows

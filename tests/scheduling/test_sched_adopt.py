@@ -1,0 +1,34 @@
+"""A scheduler taking over jobs already running (a new cluster leader) counts their slots and
+charges their principals, as if it had dispatched them itself."""
+
+from __future__ import annotations
+
+from sched_helpers import ALICE, BOB, ids, job, plain, scheduler
+
+
+def test_an_adopted_job_takes_its_backends_slot() -> None:
+    s = scheduler(plain(max_in_flight=1))
+    s.adopt(job(ALICE), "b1", 0.0)
+    waiting = job(BOB)
+    s.submit(waiting, 0.0)
+    assert s.select(0.0) == []
+    assert s.backends["b1"].in_flight == 1
+
+
+def test_completing_an_adopted_job_frees_its_slot_for_the_queue() -> None:
+    s = scheduler(plain(max_in_flight=1))
+    adopted = job(ALICE)
+    s.adopt(adopted, "b1", 0.0)
+    waiting = job(BOB)
+    s.submit(waiting, 0.0)
+    s.complete(adopted.id, 1.0)
+    assert ids(s.select(0.0)) == [waiting.id]
+
+
+def test_an_adopted_job_is_charged_to_its_principal() -> None:
+    s = scheduler(plain(max_in_flight=8))
+    s.adopt(job(ALICE, estimated_cost=5.0), "b1", 0.0)
+    bob_first, bob_second, alice_next = job(BOB), job(BOB), job(ALICE)
+    for queued in (bob_first, bob_second, alice_next):
+        s.submit(queued, 0.0)
+    assert ids(s.select(0.0)) == [bob_first.id, bob_second.id, alice_next.id]
