@@ -59,7 +59,7 @@ test: $(STAMP) lint browser
 # and reused; a fresh machine pays about six minutes of build once.
 realengine: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,realengine]'
-	$(BIN)/python -m tests.realengine.prepare
+	$(BIN)/python -m llmserver.testing.llama_build
 	$(BIN)/python -m pytest -m realengine tests/realengine
 
 clean:

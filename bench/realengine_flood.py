@@ -36,8 +36,8 @@ from typing import Any
 
 from loadgen import Outcome, body, client, configure_gateway, fmt, percentile, stream_once
 
+from llmserver.testing.llama_server import ALIAS, LlamaServer, missing, start_llama_server
 from llmserver.testing.processes import Database, start_gateway
-from tests.realengine.engine import ALIAS, LlamaServer, missing, start_llama_server
 
 WAYS = ("direct", "llamacpp", "openai", "llamacpp-preempt", "ideal")
 POWER_PROMPT = "Write a long story about a lighthouse keeper."

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from llmserver.testing.llama_server import ALIAS, LlamaServer, missing, start_llama_server
 from llmserver.testing.processes import Database, Gateway, start_gateway
-from tests.realengine.engine import ALIAS, LlamaServer, missing, start_llama_server
 
 MODEL = "demo-llama"
 

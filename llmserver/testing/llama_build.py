@@ -5,7 +5,7 @@ repository, under ${XDG_CACHE_HOME:-~/.cache}/llm-server/, and are reused when p
 fresh machine pays the build (about six minutes on two cores) and the model assembly (253 MB).
 The llama.cpp source is the one vendored in the pinned llama-cpp-python sdist on PyPI.
 
-    .venv/bin/python -m tests.realengine.prepare        # prints the two paths
+    .venv/bin/python -m llmserver.testing.llama_build   # prints the two paths
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 
 from llmserver.backends.metrics import parse_samples
+from llmserver.testing.llama_build import model_path, server_path
 from llmserver.testing.processes import stop, wait_healthy
 from simulator.launcher import free_port
-from tests.realengine.prepare import model_path, server_path
 
 # The name the engine answers to (--alias); the gateway routes its public model name to it.
 ALIAS = "gemma-3-270m"
