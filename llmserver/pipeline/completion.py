@@ -118,26 +118,32 @@ class Completion:
             self.draft.error_type = "internal_error"
             raise
         finally:
-            if self.reporter is not None:
-                self.reporter.cancel()
             gw.running.discard(task)
             gw.owners.pop(self.request_id, None)
-            self._observe_service_time()
-            self._count_tokens()
-            model_label = self.req.model if self.req.model in gw.routes() else "unknown"
-            elapsed = time.monotonic() - self.arrived
-            gw.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
-            access_log(self.draft, model_label, elapsed, gw.settings.access_log)
-            settle(
-                self.draft,
-                ticket,
-                gw.scheduler,
-                gw.settings,
-                gw.metrics,
-                gw.usage,
-                model_label,
-                gw.prices(self.key.tenant_id),
-            )
+            self._account(ticket)
+
+    def _account(self, ticket: Ticket | None) -> None:
+        """The request's one ending, whatever it was: metrics, the access log, and `settle()`
+        (slot released, account corrected, the usage row)."""
+        gw = self.gw
+        if self.reporter is not None:
+            self.reporter.cancel()
+        self._observe_service_time()
+        self._count_tokens()
+        model_label = self.req.model if self.req.model in gw.routes() else "unknown"
+        elapsed = time.monotonic() - self.arrived
+        gw.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
+        access_log(self.draft, model_label, elapsed, gw.settings.access_log)
+        settle(
+            self.draft,
+            ticket,
+            gw.scheduler,
+            gw.settings,
+            gw.metrics,
+            gw.usage,
+            model_label,
+            gw.prices(self.key.tenant_id),
+        )
 
     def _job(self, band: int) -> Job:
         key, req, conf = self.key, self.req, self.gw.settings

@@ -29,6 +29,12 @@ class SnapshotCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snap = self._snapshot()
+        yield self._queue_depth(snap)
+        yield from self._backend_metrics(snap)
+        yield from self._usage_metrics()
+
+    @staticmethod
+    def _queue_depth(snap: SchedulerSnapshot) -> Metric:
         depth = GaugeMetricFamily(
             "llmserver_queue_depth", "Jobs waiting, by model and band.", labels=["model", "band"]
         )
@@ -38,7 +44,10 @@ class SnapshotCollector(Collector):
             totals[key] = totals.get(key, 0) + q.depth
         for (model, band), value in sorted(totals.items()):
             depth.add_metric([model, band], value)
-        yield depth
+        return depth
+
+    @staticmethod
+    def _backend_metrics(snap: SchedulerSnapshot) -> Iterator[Metric]:
         gate = GaugeMetricFamily(
             "llmserver_gate_open",
             "1 while the backend's gate is open for the band.",
@@ -84,6 +93,8 @@ class SnapshotCollector(Collector):
         yield max_in_flight
         yield stale
         yield scraped
+
+    def _usage_metrics(self) -> Iterator[Metric]:
         pending = GaugeMetricFamily(
             "llmserver_usage_pending", "Usage records waiting to be written."
         )
