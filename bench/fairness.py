@@ -103,6 +103,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--base-step-ms", type=float, default=15.0)
     p.add_argument("--per-seq-ms", type=float, default=0.6)
     p.add_argument("--prefill-ms-per-token", type=float, default=0.02)
+    p.add_argument(
+        "--preempt-after-ms",
+        type=float,
+        default=150.0,
+        help="The interactive tier's preempt_after in the gateway-preempt way.",
+    )
     p.add_argument("--gate-max-waiting", type=int, help="Override the interactive tier's gate.")
     p.add_argument("--batch-variant", action="store_true", help="Also run gateway-batch.")
     p.add_argument("--ways", default="", help="Comma-separated subset of the ways to run.")
@@ -260,7 +266,7 @@ def gateway_keys(args: argparse.Namespace, power_tier: str) -> tuple[dict, list]
         "max_concurrent_per_user": concurrency,
         "max_queued_per_user": queued,
         "queue_timeout_seconds": 3600.0,
-        "preempt_after_ms": 150.0 if power_tier == "interactive-preempt" else None,
+        "preempt_after_ms": args.preempt_after_ms if power_tier == "interactive-preempt" else None,
     }
     if args.gate_max_waiting is not None:
         interactive["gate_max_waiting"] = args.gate_max_waiting
@@ -286,7 +292,9 @@ async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
             if way == "gateway-2proc":
                 env |= {"SCHEDULER_TRANSPORT": "redis", "REDIS_URL": REDIS_URL}
                 env["CLUSTER_PREFIX"] = f"bench-fairness-{uuid.uuid4().hex[:8]}"
-            gw = start_gateway(db.url, sim.url, env, quiet=True)
+            gw = start_gateway(
+                db.url, sim.url, env, quiet=os.environ.get("BENCH_ACCESS_LOG") is None
+            )
             if way == "gateway-2proc":
                 peer = start_peer(gw)
             power_tier = {"gateway-batch": "batch", "gateway-preempt": "interactive-preempt"}

@@ -445,8 +445,10 @@ class Scheduler:
         return out
 
     def _waiters(self, heap: BandHeap, now: float) -> Iterator[Lane]:
-        """Lanes whose head job may preempt now, least served first; notes when one may later."""
-        for lane in sorted(heap.lanes(), key=lambda x: x.service):
+        """Lanes whose head job may preempt now, fewest running jobs first (the order of
+        `_victim`'s own test, so once one waiter finds no victim no later one can), then least
+        served; notes when one may later."""
+        for lane in sorted(heap.lanes(), key=lambda x: (x.in_flight, x.service)):
             head = lane.queue.peek()
             if head is None or self.principals[lane.principal].in_flight >= head.job.max_concurrent:
                 continue

@@ -225,3 +225,16 @@ def test_a_job_that_ends_while_being_evicted_ends_the_eviction_too():
     assert len(s.dispatch_once(1.2).evicted) == 1
     s.complete(jobs[-1].id)
     assert s.backends["b1"].evicting == 0
+
+
+def test_a_flood_whose_own_queued_jobs_may_preempt_does_not_hide_a_light_waiter():
+    """The power user's queued jobs are entitled to preempt too (same tier), and its lane can
+    be the least served by account; it holds every slot, so it has no victim, and the light
+    user behind it must still get its eviction."""
+    s = pool(capacity=4)
+    jobs = flood(s, 6, preempt_after=0.15)  # four run, two queue, due at 0.15
+    s.submit(waiter := light(estimated_cost=50.0), 1.0)
+    step = s.dispatch_once(1.2)
+    assert [e.job_id for e in step.evicted] == [jobs[3].id]
+    s.preempted(jobs[3].id, real_cost=0.0, now=1.21)
+    assert ids(s.select(1.21)) == [waiter.id]
