@@ -116,7 +116,7 @@ class SimulatorApp:
         if body is None:
             return
         try:
-            tokens = parse_tokenize(body, self.model)
+            tokens = parse_tokenize(body, self.model, self.fmt)
         except RequestError as exc:
             await _json(send, exc.status, exc.body())
             return
@@ -130,7 +130,7 @@ class SimulatorApp:
         if body is None:
             return
         try:
-            req = parse_request(body, chat, self.model, self.default_max_tokens)
+            req = parse_request(body, chat, self.model, self.default_max_tokens, self.fmt)
             policy = self.engine.config.scheduling_policy
             priority = engine_priority(self.fmt, policy, req.priority)
         except RequestError as exc:

@@ -113,14 +113,16 @@ def _request_body(raw: bytes, model: str) -> dict[str, Any]:
     return body
 
 
-def parse_tokenize(raw: bytes, model: str) -> list[str]:
+def parse_tokenize(raw: bytes, model: str, fmt: str = "vllm") -> list[str]:
     """vLLM's `/tokenize` (`vllm/entrypoints/openai/api_server.py`, `TokenizeRequest` in
-    `vllm/entrypoints/openai/protocol.py`): a `prompt`, or `messages` rendered with the chat
-    template, as a chat completion would count them."""
+    `vllm/entrypoints/openai/protocol.py`), and SGLang's, which answers the same request in the
+    same shape (`/tokenize` in `python/sglang/srt/entrypoints/http_server.py`, `TokenizeRequest`
+    in `python/sglang/srt/entrypoints/openai/protocol.py`): a `prompt`, or `messages` rendered
+    with the chat template, as a chat completion would count them."""
     body = _request_body(raw, model)
     messages = body.get("messages")
     if isinstance(messages, list) and messages:
-        _continued_tokens(body, messages)  # the same refusals as the chat endpoint
+        _continued_tokens(body, messages, fmt)  # the same refusals as the chat endpoint
         return tokenize(chat_prompt(messages))
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
@@ -128,14 +130,16 @@ def parse_tokenize(raw: bytes, model: str) -> list[str]:
     return tokenize(prompt)
 
 
-def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -> SimRequest:
+def parse_request(
+    raw: bytes, chat: bool, model: str, default_max_tokens: int, fmt: str = "vllm"
+) -> SimRequest:
     body = _request_body(raw, model)
     output_offset = 0
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise RequestError(400, "`messages` must be a non-empty list.", "messages")
-        output_offset = _continued_tokens(body, messages)
+        output_offset = _continued_tokens(body, messages, fmt)
         text = chat_prompt(messages)
     else:
         prompt = body.get("prompt")
@@ -164,22 +168,33 @@ def parse_request(raw: bytes, chat: bool, model: str, default_max_tokens: int) -
     )
 
 
-def _continued_tokens(body: dict[str, Any], messages: list[Any]) -> int:
+def _continued_tokens(body: dict[str, Any], messages: list[Any], fmt: str) -> int:
     """How many output tokens the final assistant message already holds, where the request asks
-    to continue it; 0 otherwise. As vLLM: `continue_final_message` and `add_generation_prompt`
-    (which defaults to true for chat) are exclusive, a 400 (`check_generation_prompt` in
-    `vllm/entrypoints/openai/protocol.py`); the final message must be the assistant's, or the
-    chat template cannot end inside it (transformers' `apply_chat_template` raises "continue_final_
-    message is set but the final message does not appear in the chat", a 400 from vLLM's
-    `preprocess_chat` in `vllm/entrypoints/openai/serving_engine.py`)."""
+    to continue it; 0 otherwise. Each kind as its server does:
+
+    - vLLM: `continue_final_message` and `add_generation_prompt` (which defaults to true for
+      chat) are exclusive, a 400 (`check_generation_prompt` in
+      `vllm/entrypoints/openai/protocol.py`); the final message must be the assistant's, or the
+      chat template cannot end inside it (transformers' `apply_chat_template` raises
+      "continue_final_message is set but the final message does not appear in the chat", a 400
+      from vLLM's `preprocess_chat` in `vllm/entrypoints/openai/serving_engine.py`).
+    - SGLang: its `ChatCompletionRequest` has no `add_generation_prompt` (unknown fields are
+      ignored: `python/sglang/srt/entrypoints/openai/protocol.py`); with
+      `continue_final_message` and a final assistant message, `serving_chat.py` renders the
+      other messages with the generation prompt and appends the assistant text to continue it;
+      a final message that is not the assistant's is rendered as usual, no error.
+    """
     if not body.get("continue_final_message"):
         return 0
+    last = messages[-1]
+    is_assistant = isinstance(last, dict) and last.get("role") == "assistant"
+    if fmt == "sglang":
+        return len(tokenize(_content_text(last.get("content")))) if is_assistant else 0
     if body.get("add_generation_prompt", True):
         raise RequestError(
             400, "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
         )
-    last = messages[-1]
-    if not isinstance(last, dict) or last.get("role") != "assistant":
+    if not is_assistant:
         raise RequestError(
             400,
             "continue_final_message is set but the final message does not appear in the chat "

@@ -6,8 +6,10 @@ false` (vLLM's chat API: `check_generation_prompt` in `vllm/entrypoints/openai/p
 requires the second to be false; llama.cpp's server the same, `oaicompat_chat_params_parse` in
 `tools/server/server-common.cpp`), and `max_tokens` reduced by what was delivered. The client
 sees one stream. Only kinds whose server continues a final message and can count the original
-prompt are resumed: vLLM (`/tokenize` with `messages`, `vllm/entrypoints/openai/api_server.py`)
-and llama.cpp (`/apply-template`, then `/tokenize` of that text with special tokens, as its
+prompt are resumed: vLLM (`/tokenize` with `messages`, `vllm/entrypoints/openai/api_server.py`),
+SGLang (the same `/tokenize` request and answer, `python/sglang/srt/entrypoints/http_server.py`;
+it ignores `add_generation_prompt` and continues a final assistant message,
+`python/sglang/srt/entrypoints/openai/serving_chat.py`) and llama.cpp (`/apply-template`, then `/tokenize` of that text with special tokens, as its
 completion tokenizes a chat prompt: `tools/server/server-context.cpp`). On other kinds a job is
 evicted only before its first token (TGI's `router/src/lib.rs` has no such option).
 """
@@ -20,7 +22,7 @@ from typing import Any
 
 from llmserver.backends.upstream import BackendError, UpstreamClient
 
-RESUMABLE_KINDS = frozenset({"vllm", "llamacpp"})
+RESUMABLE_KINDS = frozenset({"vllm", "sglang", "llamacpp"})
 
 
 class Preempted(Exception):

@@ -59,6 +59,17 @@ def vllm_world(transactional_db: None, three_slots: RunningSimulator, settings: 
     return make_world(three_slots, settings)
 
 
+@pytest.fixture(params=["vllm", "sglang"])
+def resumable_world(transactional_db: None, settings: Any, request: Any) -> Iterator[Any]:
+    """A backend of each kind whose server continues a final assistant message."""
+    kind = request.param
+    sim = start_simulator("--max-num-seqs", "3", "--model", MODEL, "--speed", "4", "--format", kind)
+    try:
+        yield make_world(sim, settings, kind=kind)
+    finally:
+        sim.stop()
+
+
 @pytest.fixture
 def pinned_world(transactional_db: None, three_slots: RunningSimulator, settings: Any) -> Any:
     return make_world(three_slots, settings, preemptible=False)
@@ -122,8 +133,10 @@ UNINTERRUPTED = "".join(token_text(i) for i in range(1, POWER_TOKENS + 1))
 PROMPT_TOKENS = len(tokenize(chat_prompt(MESSAGES)))
 
 
-async def test_a_paused_stream_continues_as_one_answer_with_one_id_and_the_whole_usage(vllm_world):
-    power_key, light_key = vllm_world
+async def test_a_paused_stream_continues_as_one_answer_with_one_id_and_the_whole_usage(
+    resumable_world,
+):
+    power_key, light_key = resumable_world
     async with running_gateway() as gw:
         await wait_for(lambda: gw.snapshot().backends[0].gates[0].open, 5)
         power = await power_streams_running(gw, power_key, 3)

@@ -91,3 +91,30 @@ async def test_tokenize_refuses_an_unknown_model(simulator) -> None:
     async with httpx.AsyncClient() as client:
         response = await client.post(f"{sim.url}/tokenize", json={"model": "x", "prompt": "hi"})
     assert response.status_code == 404 and json.loads(response.text)["error"]["code"] == 404
+
+
+async def test_sglang_continues_a_final_assistant_message_whatever_add_generation_prompt_says(
+    simulator,
+) -> None:
+    sim = simulator("--format", "sglang")
+    partial = answer(1, 7)
+    body = {
+        "messages": [*MESSAGES, {"role": "assistant", "content": partial}],
+        "continue_final_message": True,
+        "max_tokens": 5,
+    }
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{sim.url}/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    assert partial + response.json()["choices"][0]["message"]["content"] == answer(1, 12)
+
+
+async def test_sglang_answers_a_plain_chat_when_the_final_message_is_not_the_assistants(
+    simulator,
+) -> None:
+    sim = simulator("--format", "sglang")
+    body = {"messages": MESSAGES, "continue_final_message": True, "max_tokens": 3}
+    async with httpx.AsyncClient() as client:
+        response = await client.post(f"{sim.url}/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == answer(1, 3)
