@@ -25,7 +25,8 @@ The other gateway ways run with preemption off (the interactive tier's preempt_a
 The load: the power user submits `--power-requests` streaming requests at once; `--light-users`
 users each send one streaming request every `--light-interval` seconds for `--duration` seconds.
 Reported per class: time to first token and end-to-end latency (p50/p95/p99); the backend's
-generated tokens/s and busy fraction (deltas of the simulator's counters over the run); and the
+generated tokens/s, while the light users send (the flood backlogged in every way) and over the
+whole run (its drain included), and busy fraction (deltas of the simulator's counters); and the
 power user's makespan (first submission to last completion).
 
     .venv/bin/python bench/fairness.py                # about 5 minutes
@@ -200,7 +201,7 @@ async def run_load(
     async with client() as http:
         before = await counters(http, simulator_url)
         t0 = time.monotonic()
-        samples: list[tuple[float, float, float]] = []
+        samples: list[tuple[float, float, float, float]] = []
         sampler = asyncio.ensure_future(sample_backend(http, simulator_url, t0, samples))
         tasks: list[asyncio.Task[Outcome]] = []
         if with_power:
@@ -231,13 +232,15 @@ async def run_load(
         "before": before,
         "after": after,
         "samples": samples,
+        "window": (args.light_delay, args.light_delay + args.duration),
     }
 
 
 async def sample_backend(
-    http: Any, simulator_url: str, t0: float, samples: list[tuple[float, float, float]]
+    http: Any, simulator_url: str, t0: float, samples: list[tuple[float, float, float, float]]
 ) -> None:
-    """(time, running, waiting) of the simulator every 0.2 s, to see how full the batch is."""
+    """(time, running, waiting, generated tokens) of the simulator every 0.2 s, to see how full
+    the batch is and how fast it generates while the flood is backlogged."""
     while True:
         values = await counters(http, simulator_url)
         samples.append(
@@ -245,6 +248,7 @@ async def sample_backend(
                 time.monotonic() - t0,
                 values.get("vllm:num_requests_running", 0.0),
                 values.get("vllm:num_requests_waiting", 0.0),
+                generated_tokens(values),
             )
         )
         await asyncio.sleep(0.2)
@@ -367,6 +371,7 @@ def summarise(way: str, run: dict[str, Any]) -> dict[str, Any]:
     result["backend_mean_running"] = (
         sum(s[1] for s in busy_samples) / len(busy_samples) if busy_samples else None
     )
+    result["backend_steady_tokens_per_second"] = steady_rate(run["samples"], run["window"])
     result["backend_mean_waiting"] = (
         sum(s[2] for s in busy_samples) / len(busy_samples) if busy_samples else None
     )
@@ -384,6 +389,20 @@ def summarise(way: str, run: dict[str, Any]) -> dict[str, Any]:
     result["evictions_per_light_request"] = evictions / light if light else None
     result["outcomes"] = [asdict(o) for o in outcomes]
     return result
+
+
+def steady_rate(
+    samples: list[tuple[float, float, float, float]], window: tuple[float, float]
+) -> float | None:
+    """Generated tokens/s between the samples nearest the window's ends: while the light users
+    send, every way still has the flood backlogged, so this is the rate at which the batch
+    works. The whole run's rate also counts the drain at the end, whose shape depends on where
+    the light requests went: FIFO leaves them queued to the end, where they fill the slots the
+    flood's last streams free; a way that served them at once drains with idle slots."""
+    inside = [s for s in samples if window[0] <= s[0] <= window[1]]
+    if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+        return None
+    return (inside[-1][3] - inside[0][3]) / (inside[-1][0] - inside[0][0])
 
 
 def _answer_sha(tokens: int) -> str:
@@ -429,9 +448,16 @@ def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | N
                 )
             )
         if fifo:
-            tps = _ratio(gw["backend_tokens_per_second"], fifo["backend_tokens_per_second"])
+            steady = _ratio(
+                gw["backend_steady_tokens_per_second"], fifo["backend_steady_tokens_per_second"]
+            )
+            whole = _ratio(gw["backend_tokens_per_second"], fifo["backend_tokens_per_second"])
             checks.append(
-                (f"{way}: tokens/s >= 98% of FIFO", f"{fmt(tps, 100, 1)}%", _ge(tps, 0.98))
+                (
+                    f"{way}: tokens/s while the flood is backlogged >= 98% of FIFO's",
+                    f"{fmt(steady, 100, 1)}% (whole run, drain included: {fmt(whole, 100, 1)}%)",
+                    _ge(steady, 0.98),
+                )
             )
             mine, base = gw["power_completion_tokens"], fifo["power_completion_tokens"]
             checks.append(
@@ -464,7 +490,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     head = (
         "| way | light TTFT p50 / p95 / p99 (s) | light e2e p50 / p99 (s) | "
         "power TTFT p50 / p99 (s) | power e2e p50 (s) | power makespan (s) | "
-        "tokens/s | busy | running / waiting | errors (light/power) |"
+        "tokens/s steady / whole run | busy | running / waiting | errors (light/power) |"
     )
     lines = [head, "|" + "---|" * 10]
     for way, r in results.items():
@@ -479,7 +505,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             f"| {fmt(le['p50'])} / {fmt(le['p99'])} "
             f"| {fmt(pt['p50'])} / {fmt(pt['p99'])} | {fmt(pe['p50'])} "
             f"| {fmt(r['power_makespan_seconds'], 1, 1)} "
-            f"| {fmt(r['backend_tokens_per_second'], 1, 0)} "
+            f"| {fmt(r['backend_steady_tokens_per_second'], 1, 0)} / "
+            f"{fmt(r['backend_tokens_per_second'], 1, 0)} "
             f"| {fmt(r['backend_busy_fraction'], 100, 0)}% "
             f"| {fmt(r['backend_mean_running'], 1, 1)} / {fmt(r['backend_mean_waiting'], 1, 1)} "
             f"| {r['light']['errors']}/{r['power']['errors']} |"
