@@ -8,9 +8,29 @@ from typing import Any
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from tenants.models import ApiKey, Backend, CostRule, ModelRoute, QuotaRule, Tenant, Tier
+from tenants.models import (
+    ApiKey,
+    Backend,
+    CostRule,
+    FairSharePolicy,
+    ModelRoute,
+    ModelTokenWeights,
+    QuotaRule,
+    Tenant,
+    Tier,
+)
 
-CONFIG_MODELS = (ApiKey, Backend, CostRule, ModelRoute, QuotaRule, Tenant, Tier)
+CONFIG_MODELS = (
+    ApiKey,
+    Backend,
+    CostRule,
+    FairSharePolicy,
+    ModelRoute,
+    ModelTokenWeights,
+    QuotaRule,
+    Tenant,
+    Tier,
+)
 
 
 @receiver(post_save)

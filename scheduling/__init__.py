@@ -9,7 +9,7 @@ from __future__ import annotations
 from scheduling.backend_state import BackendMetrics, BackendState
 from scheduling.config import BackendConfig, GateThresholds, SchedulerConfig, article_gates
 from scheduling.core import Scheduler, Step
-from scheduling.cost import CostUnit, job_cost
+from scheduling.cost import CostPolicy, CostUnit, TokenWeights, job_cost
 from scheduling.errors import JobCancelled, NoBackend, QueueFull, QueueTimeout, SchedulingError
 from scheduling.gate import GateDecision, gate_open, is_saturated, is_usable
 from scheduling.jobs import (
@@ -42,6 +42,7 @@ __all__ = [
     "BackendMetrics",
     "BackendState",
     "BackendView",
+    "CostPolicy",
     "CostUnit",
     "Dispatch",
     "Eviction",
@@ -63,6 +64,7 @@ __all__ = [
     "SchedulingError",
     "Step",
     "Ticket",
+    "TokenWeights",
     "article_gates",
     "build_snapshot",
     "create_principal_queue",

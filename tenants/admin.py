@@ -12,7 +12,9 @@ from tenants.models import (
     ApiKey,
     Backend,
     CostRule,
+    FairSharePolicy,
     ModelRoute,
+    ModelTokenWeights,
     QuotaRule,
     Tenant,
     Tier,
@@ -196,6 +198,25 @@ class CostRuleAdmin(admin.ModelAdmin[Any]):
     list_filter = ["model", "tenant"]
     search_fields = ["model"]
     date_hierarchy = "effective_from"
+
+
+class ModelTokenWeightsInline(admin.TabularInline[Any, Any]):
+    model = ModelTokenWeights
+    extra = 0
+
+
+@admin.register(FairSharePolicy)
+class FairSharePolicyAdmin(admin.ModelAdmin[Any]):
+    """One row: the gateway creates it on its first start from the environment's settings."""
+
+    list_display = ["__str__", "unit", "input_weight", "output_weight"]
+    inlines = [ModelTokenWeightsInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return not FairSharePolicy.objects.exists()
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 class ModelRouteInline(admin.TabularInline[Any, Any]):

@@ -8,31 +8,33 @@ from collections.abc import Mapping
 from django.utils import timezone
 
 from llmserver.cluster.transport import SchedulerTransport
-from llmserver.conf import GatewaySettings
 from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.usage import UsageDraft, UsageWriter
-from scheduling import Ticket, job_cost
+from scheduling import CostPolicy, Ticket, job_cost
 from tenants.models import UsageStatus
 
 
 def charge(
-    conf: GatewaySettings,
+    policy: CostPolicy,
     prices: Mapping[str, tuple[float, float]],
     model: str,
     prompt_tokens: int,
     completion_tokens: int,
 ) -> float:
-    """A job's charge on its principal's account, in the configured unit: the estimate at
-    dispatch and the real figure at the end use this one rule. In `money`, the model's price in
-    force (a model without a price costs nothing, as in the usage rows)."""
+    """A job's charge on its principal's account, in the policy's unit: the estimate at
+    dispatch and the real figure at the end use this one rule. In `tokens`, the model's own
+    weights where it has them; in `money`, the model's price in force (a model without a price
+    costs nothing, as in the usage rows)."""
     price_in, price_out = prices.get(model, (0.0, 0.0))
+    weights = policy.weights(model)
     return job_cost(
-        conf.cost_unit,
+        policy.unit,
         prompt_tokens,
         completion_tokens,
-        conf.output_token_weight,
+        weights.output,
         price_in,
         price_out,
+        weights.input,
     )
 
 
@@ -40,7 +42,7 @@ def settle(
     draft: UsageDraft,
     ticket: Ticket | None,
     scheduler: SchedulerTransport,
-    conf: GatewaySettings,
+    policy: CostPolicy,
     metrics: GatewayMetrics,
     usage: UsageWriter,
     model_label: str,
@@ -49,7 +51,7 @@ def settle(
     """`draft` holds the request's final status and tokens; `model_label` is the public model
     name if it is configured, else "unknown" (labels must not grow with what clients send)."""
     if ticket is not None:
-        cost = charge(conf, prices, draft.model, draft.prompt_tokens, draft.completion_tokens)
+        cost = charge(policy, prices, draft.model, draft.prompt_tokens, draft.completion_tokens)
         if draft.status == UsageStatus.OK:
             scheduler.complete(ticket, cost)
         else:

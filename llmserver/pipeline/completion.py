@@ -138,7 +138,7 @@ class Completion:
             self.draft,
             ticket,
             gw.scheduler,
-            gw.settings,
+            gw.cost_policy(),
             gw.metrics,
             gw.usage,
             model_label,
@@ -146,7 +146,7 @@ class Completion:
         )
 
     def _job(self, band: int) -> Job:
-        key, req, conf = self.key, self.req, self.gw.settings
+        key, req = self.key, self.req
         return Job(
             id=self.request_id,
             principal=Principal(key.tenant_slug, key.user),
@@ -154,7 +154,7 @@ class Completion:
             band=band,
             weight=key.weight,
             estimated_cost=charge(
-                conf,
+                self.gw.cost_policy(),
                 self.gw.prices(self.key.tenant_id),
                 req.model,
                 req.estimated_prompt_tokens,
@@ -176,8 +176,8 @@ class Completion:
         """What a preempted run generated, in the scheduler's unit: its prompt and the tokens
         delivered (a resumed run's re-prefill is the gateway's doing, not charged)."""
         prompt = self.relay.reported_prompt or self.req.estimated_prompt_tokens
-        conf, prices = self.gw.settings, self.gw.prices(self.key.tenant_id)
-        return charge(conf, prices, self.req.model, prompt, self.relay.completion_tokens)
+        policy, prices = self.gw.cost_policy(), self.gw.prices(self.key.tenant_id)
+        return charge(policy, prices, self.req.model, prompt, self.relay.completion_tokens)
 
     async def _report_while_queued(self) -> None:
         """Every QUEUE_REPORT_SECONDS while the job waits: its position and a wait estimate."""

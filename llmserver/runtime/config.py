@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 
 from llmserver.conf import GatewaySettings
-from scheduling import BackendConfig, SchedulerConfig
-from tenants.models import Backend, CostRule, ModelRoute
+from scheduling import BackendConfig, CostPolicy, SchedulerConfig, TokenWeights
+from tenants.models import Backend, CostRule, FairSharePolicy, ModelRoute
 from tenants.models.rules import rule_in_force
 from tenants.models.tiers import band_gates
 
@@ -44,6 +44,8 @@ class GatewayConfig:
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)
     # tenant id -> the same, for tenants with a price of their own in force
     tenant_prices: dict[int, dict[str, tuple[float, float]]] = field(default_factory=dict)
+    # the cost unit and token weights of fair share, as the admin's fair-share policy says
+    cost: CostPolicy = field(default_factory=CostPolicy)
 
 
 def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
@@ -101,7 +103,21 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
         scheduler_backends,
         prices_in_force(routes),
         {tenant: prices_in_force(routes, tenant) for tenant in own},
+        cost_policy(conf),
     )
+
+
+def cost_policy(conf: GatewaySettings) -> CostPolicy:
+    """The admin's fair-share policy; on the first load it is created from the environment's
+    SCHEDULER_COST_UNIT and SCHEDULER_OUTPUT_TOKEN_WEIGHT, so an operator sees what is in force
+    and changes it there."""
+    row, _ = FairSharePolicy.objects.get_or_create(
+        pk=1, defaults={"unit": conf.cost_unit.value, "output_weight": conf.output_token_weight}
+    )
+    per_model = {
+        w.model: TokenWeights(w.input_weight, w.output_weight) for w in row.model_weights.all()
+    }
+    return row.as_policy(per_model)
 
 
 def prices_in_force(

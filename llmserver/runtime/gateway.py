@@ -31,7 +31,7 @@ from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.ratelimit import sliding_window
 from llmserver.runtime.reservations import Reservations
 from llmserver.runtime.usage import UsageWriter
-from scheduling import SchedulerConfig, SchedulerService, SchedulerSnapshot
+from scheduling import CostPolicy, SchedulerConfig, SchedulerService, SchedulerSnapshot
 from tenants.models import BackendKind
 
 if TYPE_CHECKING:
@@ -160,6 +160,12 @@ class Gateway:
             return {}
         own = self.config.tenant_prices.get(tenant_id) if tenant_id is not None else None
         return own or self.config.prices
+
+    def cost_policy(self) -> CostPolicy:
+        """The fair-share cost unit and token weights in force (the admin's policy)."""
+        if self.config is None:
+            return CostPolicy(self.settings.cost_unit)
+        return self.config.cost
 
     def routes(self) -> Mapping[str, Mapping[str, str]]:
         """Public model name -> {backend: the backend's model name}, as configured now."""

@@ -1,6 +1,7 @@
 """The tenancy models; import them from here."""
 
 from tenants.models.backends import Backend, BackendKind, ModelRoute
+from tenants.models.fairshare import CostUnitChoice, FairSharePolicy, ModelTokenWeights
 from tenants.models.keys import APP_TYPE_BAND, ApiKey, AppType
 from tenants.models.rules import CostRule, Metric, QuotaRule, Window
 from tenants.models.tenants import Tenant
@@ -16,8 +17,11 @@ __all__ = [
     "BackendKind",
     "Band",
     "CostRule",
+    "CostUnitChoice",
+    "FairSharePolicy",
     "Metric",
     "ModelRoute",
+    "ModelTokenWeights",
     "OverBudget",
     "QuotaRule",
     "Tenant",

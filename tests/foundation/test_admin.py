@@ -13,6 +13,7 @@ from tenants.models import (
     ApiKey,
     Backend,
     CostRule,
+    FairSharePolicy,
     ModelRoute,
     QuotaRule,
     Tenant,
@@ -20,7 +21,17 @@ from tenants.models import (
     UsageRecord,
 )
 
-MODELS = [Tier, Tenant, ApiKey, QuotaRule, CostRule, Backend, ModelRoute, UsageRecord]
+MODELS = [
+    Tier,
+    Tenant,
+    ApiKey,
+    QuotaRule,
+    CostRule,
+    FairSharePolicy,
+    Backend,
+    ModelRoute,
+    UsageRecord,
+]
 
 
 @pytest.fixture
@@ -38,6 +49,7 @@ def objects(cast):
             output_per_million=1,
             effective_from=datetime(2026, 1, 1, tzinfo=UTC),
         ),
+        FairSharePolicy: FairSharePolicy.objects.create(unit="money"),
         Backend: backend,
         ModelRoute: ModelRoute.objects.create(public_name="llama", backend=backend),
         UsageRecord: UsageRecord.objects.create(
@@ -71,7 +83,9 @@ def test_the_changelist_and_change_page_render_for_staff(staff_client, objects, 
 
 
 @pytest.mark.parametrize(
-    "model", [m for m in MODELS if m is not UsageRecord], ids=lambda m: m.__name__
+    "model",
+    [m for m in MODELS if m not in (UsageRecord, FairSharePolicy)],
+    ids=lambda m: m.__name__,
 )
 def test_the_add_page_renders_for_staff(staff_client, objects, model):
     assert staff_client.get(url(model, "add")).status_code == 200
@@ -107,3 +121,13 @@ def test_usage_records_cannot_be_changed():
     record._state.adding = False
     with pytest.raises(ValueError, match="append-only"):
         record.save()
+
+
+@pytest.mark.django_db
+def test_the_fair_share_policy_is_one_row_shown_with_its_unit_and_weights(staff_client):
+    FairSharePolicy.objects.create(unit="tokens", input_weight=1.0, output_weight=4.0)
+    FairSharePolicy(unit="money").save()  # saving another replaces the one row
+    assert FairSharePolicy.objects.count() == 1
+    page = staff_client.get(reverse("admin:tenants_fairsharepolicy_changelist"))
+    assert b"money" in page.content
+    assert staff_client.get(reverse("admin:tenants_fairsharepolicy_add")).status_code == 403
