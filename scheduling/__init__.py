@@ -11,6 +11,7 @@ from scheduling.config import BackendConfig, GateThresholds, SchedulerConfig, ar
 from scheduling.core import Scheduler, Step
 from scheduling.cost import CostPolicy, CostUnit, TokenWeights, job_cost
 from scheduling.errors import JobCancelled, NoBackend, QueueFull, QueueTimeout, SchedulingError
+from scheduling.estimates import OutputLengths
 from scheduling.gate import GateDecision, gate_open, is_saturated, is_usable
 from scheduling.jobs import (
     BANDS,
@@ -52,6 +53,7 @@ __all__ = [
     "Job",
     "JobCancelled",
     "NoBackend",
+    "OutputLengths",
     "Principal",
     "QueueFull",
     "QueuePosition",

@@ -147,9 +147,10 @@ class Completion:
 
     def _job(self, band: int) -> Job:
         key, req = self.key, self.req
+        principal = Principal(key.tenant_slug, key.user)
         return Job(
             id=self.request_id,
-            principal=Principal(key.tenant_slug, key.user),
+            principal=principal,
             model=req.model,
             band=band,
             weight=key.weight,
@@ -160,7 +161,9 @@ class Completion:
                 req.estimated_prompt_tokens,
                 req.max_tokens,
             ),
-            estimated_output_tokens=req.max_tokens,
+            estimated_output_tokens=self.gw.output_lengths.estimate(
+                principal, req.model, req.max_tokens
+            ),
             prefix_blocks=req.prefix_blocks,
             deadline=self.gw.clock() + key.queue_timeout,
             max_queued=key.max_queued,
@@ -199,9 +202,12 @@ class Completion:
             self.reporter = None
 
     def _observe_service_time(self) -> None:
+        """A request that ended well teaches the wait estimate and the answer-length estimate."""
         if self.dispatched_at is not None and self.draft.status == UsageStatus.OK:
             elapsed = time.monotonic() - self.dispatched_at
             self.gw.service_times.observe(self.req.model, elapsed)
+            principal = Principal(self.key.tenant_slug, self.key.user)
+            self.gw.output_lengths.observe(principal, self.req.model, self.relay.completion_tokens)
 
     async def _forward(self, backend: str, upstream_model: str, priority: int) -> None:
         self.draft.backend = backend

@@ -31,7 +31,13 @@ from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.ratelimit import sliding_window
 from llmserver.runtime.reservations import Reservations
 from llmserver.runtime.usage import UsageWriter
-from scheduling import CostPolicy, SchedulerConfig, SchedulerService, SchedulerSnapshot
+from scheduling import (
+    CostPolicy,
+    OutputLengths,
+    SchedulerConfig,
+    SchedulerService,
+    SchedulerSnapshot,
+)
 from tenants.models import BackendKind
 
 if TYPE_CHECKING:
@@ -89,6 +95,7 @@ class Gateway:
         # Live requests' ids -> the API key that sent them: for GET /v1/requests/{id}.
         self.owners: dict[str, int] = {}
         self.service_times = ServiceTimes()
+        self.output_lengths = OutputLengths()
         # (band, seconds) of first tokens since the last dashboard update; drained when published.
         self.recent_ttft: deque[tuple[int, float]] = deque(maxlen=RECENT_TTFT_KEPT)
         self._loop: asyncio.AbstractEventLoop | None = None

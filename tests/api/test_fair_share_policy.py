@@ -82,3 +82,13 @@ async def test_the_default_weights_charge_a_model_without_its_own(world, gateway
     await reload(gateway)
     service, row = await charged(gateway, world["alice"])
     assert service == pytest.approx(0.5 * row["prompt_tokens"] + 3.0 * row["completion_tokens"])
+
+
+async def test_a_principals_answers_teach_the_estimate_that_orders_its_shortest_first(
+    world, gateway
+):
+    from scheduling import Principal
+
+    await charged(gateway, world["alice"])  # five tokens, max_tokens 5
+    alice = Principal("acme", "alice")
+    assert gateway.output_lengths.estimate(alice, MODEL, 4096) == 5
