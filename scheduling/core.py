@@ -51,6 +51,9 @@ class Scheduler:
         self.config = config
         self.backends: dict[str, BackendState] = {}
         self._pools: dict[str, list[BackendState]] = {}
+        # Per model: the models whose pools share a backend with its pool (itself included).
+        # Their lanes compete for the same slots, so their accounts are compared.
+        self._neighbours: dict[str, frozenset[str]] = {}
         self.lanes: dict[tuple[str, int, Principal], Lane] = {}
         self.principals: dict[Principal, PrincipalState] = {}
         self.entries: dict[str, Entry] = {}
@@ -96,6 +99,12 @@ class Scheduler:
             if state.config.enabled:
                 for model in state.config.models:
                     self._pools.setdefault(model, []).append(state)
+        self._neighbours = {
+            model: frozenset(
+                other for other, others in self._pools.items() if any(b in others for b in pool)
+            )
+            for model, pool in self._pools.items()
+        }
         if self.config.within_principal != old_policy or not self.lanes:
             self._rebuild_lane_queues()
         if self.config.aging_seconds != old_aging:
@@ -169,8 +178,9 @@ class Scheduler:
     def _enqueue(self, entry: Entry, lane: Lane, front: bool, lift: bool = True) -> None:
         heap = self._heap(lane.model, lane.band)
         if lane.live == 0 and lift:
-            # Returning from idle: no banked credit, start level with the least backlogged.
-            floor = heap.min_service()
+            # Returning from idle: no banked credit, start level with the least backlogged of
+            # every pool that shares a backend with its own (their accounts are compared).
+            floor = self._floor(lane.model, lane.band)
             if floor is not None and floor > lane.service:
                 lane.service = floor
         entry.state = QUEUED
@@ -184,6 +194,15 @@ class Scheduler:
         self.principals[lane.principal].queued += 1
         if lane.live == 1 or lane.token is None:
             heap.push(lane)
+
+    def _floor(self, model: str, band: int) -> float | None:
+        services = [
+            service
+            for other in self._neighbours.get(model, (model,))
+            if (heap := self._heaps.get((other, band))) is not None
+            and (service := heap.min_service()) is not None
+        ]
+        return min(services, default=None)
 
     def _unqueue(self, entry: Entry) -> Lane:
         lane = entry.lane
@@ -228,8 +247,11 @@ class Scheduler:
             self._schedule_aging(entry)
 
     def select(self, now: float) -> list[Dispatch]:
-        """Dispatch while gates allow: bands in strict order, pools round robin inside a band,
-        the least-served principal inside a pool and band."""
+        """Dispatch while gates allow: bands in strict order; inside a band, the pool whose
+        least-served principal has the least service (pools that share a backend compete by
+        account, so a principal on an expensive model uses its share faster; pools on
+        different backends do not compete, each dispatches while its gates allow); the
+        least-served principal inside a pool and band."""
         self._age(now)
         self._held.clear()
         out: list[Dispatch] = []
@@ -238,12 +260,12 @@ class Scheduler:
         for band in bands:
             pools = [m for (m, b), heap in self._heaps.items() if b == band and heap]
             while pools:
-                for model in list(pools):
-                    dispatch = self._dispatch_one(model, band, now, deferred)
-                    if dispatch is None:
-                        pools.remove(model)
-                    else:
-                        out.append(dispatch)
+                model = min(pools, key=lambda m: self._heaps[(m, band)].min_service() or 0.0)
+                dispatch = self._dispatch_one(model, band, now, deferred)
+                if dispatch is None:
+                    pools.remove(model)
+                else:
+                    out.append(dispatch)
         for lane in deferred:
             if lane.live > 0 and lane.token is None:
                 self._heap(lane.model, lane.band).push(lane)
