@@ -124,12 +124,14 @@ def configure_gateway(
     tiers: dict[str, dict[str, Any]],
     keys: list[tuple[str, str, str]],
     backends: dict[str, dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """Update tiers and backends and create keys in one `apply_config` call, before the
     gateway's first request (it loads its configuration then). `keys` holds (user, tier name,
-    app type); returns user -> secret.
+    app type); `extra` may add `apply_config`'s routes, prices and policy. Returns user ->
+    secret.
     """
-    spec = {"tiers": tiers, "backends": backends or {}, "keys": keys}
+    spec = {**(extra or {}), "tiers": tiers, "backends": backends or {}, "keys": keys}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump(spec, f)
         f.flush()

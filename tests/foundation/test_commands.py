@@ -129,3 +129,45 @@ def test_demo_prints_the_gateway_url_it_is_given(db, tmp_path):
     assert "http://127.0.0.1:19200/admin/" in out
     assert "curl -N http://127.0.0.1:19200/v1/chat/completions" in out
     assert ":8000" not in out
+
+
+def write_spec(tmp_path, spec: dict) -> str:
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    return str(path)
+
+
+def test_apply_config_creates_a_missing_tier_and_a_key_on_it(cast, tmp_path):
+    spec = {
+        "tenant": "acme",
+        "tiers": {"gold": {"band": 0, "weight": 2.0}},
+        "keys": [["zoe", "gold", "chat"]],
+    }
+    secrets = json.loads(run("apply_config", write_spec(tmp_path, spec)))
+    key = ApiKey.objects.for_key(secrets["zoe"])
+    assert key is not None and key.tier.name == "gold" and key.tier.weight == 2.0
+
+
+def test_apply_config_sets_routes_prices_and_the_fair_share_policy(cast, tmp_path):
+    from django.utils import timezone
+
+    from tenants.models import CostRule, FairSharePolicy
+
+    Backend.objects.create(name="gpu-a", base_url="http://127.0.0.1:9")
+    spec = {
+        "routes": {"dear": {"backend": "gpu-a", "upstream_model": "llama"}},
+        "prices": {"dear": [4, 16]},
+        "policy": {"unit": "money", "output_weight": 3.0},
+    }
+    run("apply_config", write_spec(tmp_path, spec))
+    route = ModelRoute.objects.get(public_name="dear")
+    assert (route.backend.name, route.upstream_model) == ("gpu-a", "llama")
+    rule = CostRule.objects.price_at("dear", timezone.now())
+    assert rule is not None and (rule.input_per_million, rule.output_per_million) == (4, 16)
+    policy = FairSharePolicy.objects.get()
+    assert (policy.unit, policy.output_weight) == ("money", 3.0)
+
+
+def test_apply_config_refuses_a_field_the_policy_does_not_have(cast, tmp_path):
+    with pytest.raises(CommandError, match="no field named 'speed'"):
+        run("apply_config", write_spec(tmp_path, {"policy": {"speed": 2}}))
