@@ -79,8 +79,8 @@ class Tier(models.Model):
         max_length=4,
         blank=True,
         choices=[("fifo", "first come, first served"), ("sjf", "shortest estimated first")],
-        help_text="The order of one user's own waiting requests: shortest first (by max_tokens) "
-        "cuts their total wait. Blank: the gateway's SCHEDULER_WITHIN_PRINCIPAL.",
+        help_text="The order of one user's own waiting requests: shortest first (the smaller of "
+        "max_tokens and the user's recent mean answer on the model) cuts their total wait. Blank: the gateway's SCHEDULER_WITHIN_PRINCIPAL.",
     )
     aging_seconds = models.FloatField(
         null=True,
