@@ -164,6 +164,19 @@ def scheduler_unavailable() -> ApiError:
     )
 
 
+def limits_unavailable() -> ApiError:
+    """Rate limits and quota reservations live in Redis, shared by every process, and Redis is
+    unreachable (or a tenant's admission guard stays taken): refusing is safer than letting a
+    request past a limit no one can check."""
+    return ApiError(
+        503,
+        "The gateway cannot reach the store its rate limits and quotas share; try again.",
+        "server_error",
+        code="limits_unavailable",
+        headers=dict(RETRY_SOON),
+    )
+
+
 def internal_error() -> ApiError:
     return ApiError(
         500, "The gateway failed; this has been logged.", "server_error", code="internal_error"

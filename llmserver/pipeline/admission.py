@@ -6,12 +6,20 @@ have them, from one trip to a worker thread. Every refusal is an `ApiError`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.utils import timezone
+from redis.exceptions import RedisError
 
-from llmserver.api.errors import ApiError, model_not_allowed, model_not_found, rate_limited
+from llmserver.api.errors import (
+    ApiError,
+    limits_unavailable,
+    model_not_allowed,
+    model_not_found,
+    rate_limited,
+)
 from llmserver.api.validation import CompletionRequest
 from llmserver.runtime.db import run_db
 from llmserver.runtime.keys import KeyInfo
@@ -21,6 +29,8 @@ from scheduling import BATCH
 from tenants.budget import standing
 from tenants.models import OverBudget
 from tenants.quota import check_quota_for
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,19 +62,30 @@ async def admit(
         raise model_not_allowed(req.model)
     band = max(key.band, BATCH) if req.wants_flex else key.band
     if key.monthly_budget is not None or key.key_budget is not None or key.has_quota_rules:
-        async with reservations.lock(key.tenant_id):
-            held = reservations.of_tenant(key.tenant_id)
-            verdict = await run_db(check_limits, key, req.model, held)
-            if verdict.refusal is not None:
-                raise verdict.refusal
-            if key.has_quota_rules:
-                tokens = req.estimated_prompt_tokens + req.max_tokens
-                reservations.hold(
-                    request_id, Reservation(key.tenant_id, key.user, req.model, tokens)
-                )
+        try:
+            verdict = await _check_and_hold(key, req, reservations, request_id)
+        except (RedisError, TimeoutError) as exc:
+            log.warning("quota reservations unavailable: %s", exc)
+            raise limits_unavailable() from exc
         if verdict.demote:
             band = BATCH
     return Admission(pool, band)
+
+
+async def _check_and_hold(
+    key: KeyInfo, req: CompletionRequest, reservations: Reservations, request_id: str
+) -> LimitVerdict:
+    async with reservations.guard(key.tenant_id):
+        held = await reservations.of_tenant(key.tenant_id)
+        verdict = await run_db(check_limits, key, req.model, held)
+        if verdict.refusal is not None:
+            raise verdict.refusal
+        if key.has_quota_rules:
+            tokens = req.estimated_prompt_tokens + req.max_tokens
+            await reservations.hold(
+                request_id, Reservation(key.tenant_id, key.user, req.model, tokens)
+            )
+    return verdict
 
 
 async def check_rates(window: SlidingWindow, key: KeyInfo, tokens: int) -> dict[str, str]:
@@ -97,7 +118,11 @@ async def check_rates(window: SlidingWindow, key: KeyInfo, tokens: int) -> dict[
         for name, limit in windows:
             if limit is None:
                 continue
-            state = await window.take(name, amount, limit)
+            try:
+                state = await window.take(name, amount, limit)
+            except RedisError as exc:
+                log.warning("rate-limit windows unavailable: %s", exc)
+                raise limits_unavailable() from exc
             if not state.allowed:
                 headers.update(_rate_headers(unit, state))
                 used = state.limit - state.remaining

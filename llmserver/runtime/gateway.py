@@ -29,7 +29,7 @@ from llmserver.runtime.eta import ServiceTimes
 from llmserver.runtime.keys import KeyCache, unusable_key_ids
 from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.ratelimit import sliding_window
-from llmserver.runtime.reservations import Reservations
+from llmserver.runtime.reservations import reservations
 from llmserver.runtime.usage import UsageWriter
 from scheduling import (
     CostPolicy,
@@ -59,8 +59,12 @@ class Gateway:
         self.settings = conf = conf or gateway_settings()
         self.clock = clock
         self.keys = KeyCache(conf.key_cache_seconds, clock=clock)
-        self.reservations = Reservations()
-        self.rate_window = sliding_window(conf.rate_limit_redis_url)
+        self.reservations = reservations(
+            conf.rate_limit_redis_url, f"{conf.cluster_prefix}:reservations:"
+        )
+        self.rate_window = sliding_window(
+            conf.rate_limit_redis_url, f"{conf.cluster_prefix}:ratelimit:"
+        )
         self.usage = UsageWriter(
             conf.usage_flush_interval, conf.usage_batch_size, self.reservations.release
         )
@@ -110,6 +114,7 @@ class Gateway:
         self._apply(config)
         self._tasks = [
             self._loop.create_task(self.usage.run(), name="usage-writer"),
+            self._loop.create_task(self.reservations.run(), name="reservations"),
             self._loop.create_task(self._reload_loop(), name="config-reload"),
             self._loop.create_task(self._publish_loop(), name="dashboard-publish"),
             self._loop.create_task(self._revocation_loop(), name="key-revocations"),
@@ -129,6 +134,7 @@ class Gateway:
             await client.aclose()
         self.clients = {}
         await self.rate_window.aclose()
+        await self.reservations.aclose()
         self.started = False
 
     async def drain(self, seconds: float) -> None:

@@ -129,7 +129,7 @@ class RedisWindow:
         await self._client.aclose()
 
 
-def sliding_window(redis_url: str, prefix: str = "llmserver:ratelimit:") -> SlidingWindow:
+def sliding_window(redis_url: str, prefix: str) -> SlidingWindow:
     """Redis when a URL is configured (limits shared by every gateway process), else memory."""
     if redis_url:
         return RedisWindow(Redis.from_url(redis_url), prefix)

@@ -1,22 +1,39 @@
-"""What this process admitted and has not yet written as a usage row.
+"""What the gateway admitted and has not yet written as a usage row.
 
 Quota counts usage rows, and a row is written up to a flush interval after its request ends; a
 burst of concurrent requests would all pass a check that reads the database alone (ten against
 a quota of two all succeeded). Each admitted request holds a reservation from admission until its
 usage row is written, and a quota check adds what is reserved to what is recorded. Admission for
-one tenant is serialised (`lock`), so two checks cannot both see the last unit as free.
+one tenant is serialised (`guard`), so two checks cannot both see the last unit as free.
 
-In process only: several gateway processes need the shared store of the scale-out work.
+One small interface, two homes, as the rate-limit windows have: `InProcessReservations` (the
+default, one gateway process) and `RedisReservations` (when REDIS_URL is set), where the held
+reservations of every process are one hash per tenant and the guard is a lease-style lock, so a
+burst spread over several processes cannot overshoot a quota either. A process that dies takes
+its reservations with it: each entry names its owner, whose liveness key expires unless renewed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Protocol
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from tenants.models import Metric, QuotaRule
+
+# How long a dead process's reservations keep counting, and how long a crashed admission can
+# hold a tenant's guard; both are renewed or released long before this by a live process.
+OWNER_TTL_SECONDS = 15.0
+GUARD_TTL_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,28 +44,163 @@ class Reservation:
     tokens: int  # the estimate at admission: prompt + max_tokens
 
 
-class Reservations:
+class Reservations(Protocol):
+    def guard(self, tenant_id: int) -> contextlib.AbstractAsyncContextManager[None]:
+        """Admission for `tenant_id` alone, among every process sharing these reservations."""
+        ...
+
+    async def of_tenant(self, tenant_id: int) -> tuple[Reservation, ...]: ...
+
+    async def hold(self, request_id: str, reservation: Reservation) -> None: ...
+
+    async def release(self, request_ids: Iterable[str]) -> None:
+        """Their usage rows are written (or dropped): the database counts them now."""
+        ...
+
+    async def held(self) -> int:
+        """How many this process holds."""
+        ...
+
+    async def run(self) -> None:
+        """Keep this process's reservations alive, where they can outlive it."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class InProcessReservations:
     def __init__(self) -> None:
         self._held: dict[str, Reservation] = {}
         self._locks: dict[int, asyncio.Lock] = {}
 
-    def lock(self, tenant_id: int) -> asyncio.Lock:
+    def guard(self, tenant_id: int) -> contextlib.AbstractAsyncContextManager[None]:
         return self._locks.setdefault(tenant_id, asyncio.Lock())
 
-    def hold(self, request_id: str, reservation: Reservation) -> None:
+    async def of_tenant(self, tenant_id: int) -> tuple[Reservation, ...]:
+        return tuple(r for r in self._held.values() if r.tenant_id == tenant_id)
+
+    async def hold(self, request_id: str, reservation: Reservation) -> None:
         self._held[request_id] = reservation
 
-    def release(self, request_ids: Iterable[str]) -> None:
-        """Their usage rows are written (or dropped): the database counts them now."""
+    async def release(self, request_ids: Iterable[str]) -> None:
         for request_id in request_ids:
             self._held.pop(request_id, None)
 
-    def of_tenant(self, tenant_id: int) -> tuple[Reservation, ...]:
-        """A copy, taken on the event loop, for a check that runs on a worker thread."""
-        return tuple(r for r in self._held.values() if r.tenant_id == tenant_id)
-
-    def __len__(self) -> int:
+    async def held(self) -> int:
         return len(self._held)
+
+    async def run(self) -> None:
+        """Nothing to renew: the reservations live and die with this process."""
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+# KEYS[1]: the guard. ARGV[1]: the holder's token. Deletes the guard only if still held by it.
+_UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisReservations:
+    """Every process's reservations in Redis under `prefix`: `held:<tenant>` hashes of
+    request id -> JSON [owner, user, tokens, model], `guard:<tenant>` locks, `owner:<id>` liveness."""
+
+    def __init__(
+        self,
+        client: Redis,
+        prefix: str,
+        owner_ttl: float = OWNER_TTL_SECONDS,
+        guard_ttl: float = GUARD_TTL_SECONDS,
+    ) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._owner = uuid.uuid4().hex
+        self._owner_ttl_ms = int(owner_ttl * 1000)
+        self._guard_ttl_ms = int(guard_ttl * 1000)
+        self._unlock = client.register_script(_UNLOCK)
+        self._mine: dict[str, int] = {}  # request id -> tenant id, of what this process holds
+
+    @contextlib.asynccontextmanager
+    async def guard(self, tenant_id: int) -> AsyncIterator[None]:
+        key, token = f"{self._prefix}guard:{tenant_id}", uuid.uuid4().hex
+        delay, deadline = 0.001, time.monotonic() + self._guard_ttl_ms / 1000 * 2
+        while not await self._client.set(key, token, nx=True, px=self._guard_ttl_ms):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the admission guard of tenant {tenant_id} stays taken")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        try:
+            yield
+        finally:
+            await self._unlock(keys=[key], args=[token])
+
+    async def of_tenant(self, tenant_id: int) -> tuple[Reservation, ...]:
+        """The live ones; a dead owner's entries are deleted on the way."""
+        key = f"{self._prefix}held:{tenant_id}"
+        raw = await self._client.hgetall(key)
+        entries = {_text(rid): json.loads(value) for rid, value in raw.items()}
+        owners = sorted({owner for owner, *_ in entries.values()})
+        found = await self._client.mget([self._owner_key(o) for o in owners]) if owners else []
+        alive = dict(zip(owners, found, strict=True))
+        dead = [rid for rid, (owner, *_) in entries.items() if alive[owner] is None]
+        if dead:
+            await self._client.hdel(key, *dead)
+        return tuple(
+            Reservation(tenant_id, user, model, int(tokens))
+            for rid, (owner, user, tokens, model) in entries.items()
+            if alive[owner] is not None
+        )
+
+    async def hold(self, request_id: str, reservation: Reservation) -> None:
+        r = reservation
+        await self._client.set(self._owner_key(self._owner), b"1", px=self._owner_ttl_ms)
+        value = json.dumps([self._owner, r.user, r.tokens, r.model])
+        await self._client.hset(f"{self._prefix}held:{r.tenant_id}", request_id, value)
+        self._mine[request_id] = r.tenant_id
+
+    async def release(self, request_ids: Iterable[str]) -> None:
+        by_tenant: dict[int, list[str]] = {}
+        for request_id in request_ids:
+            tenant_id = self._mine.pop(request_id, None)
+            if tenant_id is not None:
+                by_tenant.setdefault(tenant_id, []).append(request_id)
+        if by_tenant:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for tenant_id, ids in by_tenant.items():
+                    pipe.hdel(f"{self._prefix}held:{tenant_id}", *ids)
+                await pipe.execute()
+
+    async def held(self) -> int:
+        return len(self._mine)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self._owner_ttl_ms / 1000 / 3)
+            if self._mine:
+                # A Redis outage is the admissions' to report (503); renewing resumes after it.
+                with contextlib.suppress(RedisError):
+                    await self._client.set(
+                        self._owner_key(self._owner), b"1", px=self._owner_ttl_ms
+                    )
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def _owner_key(self, owner: str) -> str:
+        return f"{self._prefix}owner:{owner}"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def reservations(redis_url: str, prefix: str) -> Reservations:
+    """Redis when a URL is configured (shared by every gateway process), else memory."""
+    if redis_url:
+        return RedisReservations(Redis.from_url(redis_url), prefix)
+    return InProcessReservations()
 
 
 def pending(held: tuple[Reservation, ...], user: str) -> Callable[[QuotaRule], Decimal]:

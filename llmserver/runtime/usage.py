@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -174,7 +174,7 @@ class UsageWriter:
         self,
         interval: float = 1.0,
         batch_size: int = 500,
-        on_settled: Callable[[Iterable[str]], None] | None = None,
+        on_settled: Callable[[list[str]], Awaitable[None]] | None = None,
     ) -> None:
         """`on_settled(request_ids)` is told of each row written or dropped (the admission
         reservations end there)."""
@@ -230,7 +230,12 @@ class UsageWriter:
             log.exception("usage record %s cannot be written; dropped", batch[0].request_id)
         del self._pending[: len(batch)]
         if self._on_settled is not None:
-            self._on_settled(d.request_id for d in batch)
+            try:
+                await self._on_settled([d.request_id for d in batch])
+            except Exception:
+                # The rows are written; a reservation left behind only over-counts until its
+                # owner's liveness lapses (Redis) and never loses a row.
+                log.exception("releasing the reservations of %d usage records failed", len(batch))
 
     async def run(self) -> None:
         while True:

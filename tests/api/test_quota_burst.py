@@ -8,6 +8,7 @@ import json
 
 from asgiref.sync import sync_to_async
 
+from simulator.launcher import free_port
 from tenants.models import QuotaRule, Tier
 from tests.api.conftest import chat_body, read_all, start, usage_rows
 
@@ -38,7 +39,7 @@ async def test_ten_concurrent_requests_against_a_quota_of_two_let_exactly_two_th
     refusals = [json.loads(body)["error"]["code"] for status, _, body in results if status == 429]
     assert set(refusals) == {"quota_exceeded"}
     await gateway.usage.flush_once()
-    assert len(gateway.reservations) == 0
+    assert await gateway.reservations.held() == 0
     ok = [r for r in await usage_rows() if r["status"] == "ok"]
     assert len(ok) == 2
 
@@ -54,4 +55,28 @@ async def test_the_reservation_ends_when_the_row_is_written_and_the_count_stays_
         assert status == 200
         await gateway.usage.flush_once()
     status, _, _ = await read_all(await start(world["alice"], chat_body(max_tokens=2)))
-    assert status == 429 and len(gateway.reservations) == 0
+    assert status == 429 and await gateway.reservations.held() == 0
+
+
+async def test_a_quota_that_cannot_be_checked_refuses_with_503_rather_than_let_it_pass(
+    world, settings
+):
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    await sync_to_async(two_per_day)(world)
+    settings.LLMSERVER = {
+        **settings.LLMSERVER,
+        "RATE_LIMIT_REDIS_URL": f"redis://127.0.0.1:{free_port()}/4",  # nothing listens there
+    }
+    gw = await get_gateway()
+    try:
+        status, headers, body = await read_all(await start(world["alice"], chat_body()))
+        assert (status, headers[b"retry-after"]) == (503, b"5")
+        assert json.loads(body)["error"]["code"] == "limits_unavailable"
+        await gw.usage.flush_once()
+        rows = await usage_rows()
+        assert [(r["status"], r["error_type"]) for r in rows] == [
+            ("rejected", "limits_unavailable")
+        ]
+    finally:
+        await reset_gateway()

@@ -9,6 +9,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from simulator.launcher import free_port
 from tenants.models import ApiKey, AppType, Tenant, Tier
 from tests.api.conftest import chat_body, read_all, start, usage_rows
 
@@ -105,3 +106,20 @@ async def test_ten_concurrent_requests_against_three_per_minute_let_exactly_thre
     comms = [await start(world["alice"], chat_body(max_tokens=2)) for _ in range(10)]
     results = await asyncio.gather(*(read_all(c, timeout=20) for c in comms))
     assert sorted(status for status, _, _ in results) == [200] * 3 + [429] * 7
+
+
+async def test_a_limit_whose_shared_window_cannot_be_reached_refuses_with_503(world, settings):
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    settings.LLMSERVER = {
+        **settings.LLMSERVER,
+        "RATE_LIMIT_REDIS_URL": f"redis://127.0.0.1:{free_port()}/4",  # nothing listens there
+    }
+    gw = await get_gateway()
+    try:
+        await limit(gw, world, rpm_per_key=5)
+        status, headers, body = await send(world["alice"])
+        assert (status, headers[b"retry-after"]) == (503, b"5")
+        assert json.loads(body)["error"]["code"] == "limits_unavailable"
+    finally:
+        await reset_gateway()

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -231,3 +232,32 @@ def test_a_redis_outage_refuses_new_requests_and_loses_none_it_held(
         assert wait_for_leader(gateways) in gateways
         rows = written_rows(gateways[0], {out["id"] for out in outcomes})
         assert all(rows[out["id"]][0] == "ok" for out in outcomes), rows
+
+
+def test_a_quota_holds_when_a_burst_is_spread_over_the_processes(
+    cluster: list[Gateway],
+) -> None:
+    wait_for_leader(cluster)
+    key = new_key(cluster[0], "bursty", "batch")
+    cluster[0].manage(
+        "shell",
+        "-c",
+        "from tenants.models import QuotaRule, Tenant; QuotaRule.objects.create("
+        "tenant=Tenant.objects.get(slug='demo'), window='day', metric='requests', limit=2)",
+    )
+    body = {"model": "demo-llama", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+    headers = {"authorization": f"Bearer {key}"}
+    barrier = threading.Barrier(9)
+
+    def send(gateway: Gateway) -> httpx.Response:
+        barrier.wait()
+        url = gateway.url + "/v1/chat/completions"
+        return httpx.post(url, json=body, headers=headers, timeout=30)
+
+    with ThreadPoolExecutor(9) as pool:
+        responses = list(pool.map(send, [g for g in cluster for _ in range(3)]))
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [200, 200] + [429] * 7, [r.text for r in responses]
+    assert {r.json()["error"]["code"] for r in responses if r.status_code == 429} == {
+        "quota_exceeded"
+    }
