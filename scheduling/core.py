@@ -362,11 +362,14 @@ class Scheduler:
         self._active.setdefault((lane.model, lane.band), set()).add(lane)
         backend.record_dispatch()
 
-    def adopt(self, job: Job, backend: str, now: float) -> None:
+    def adopt(
+        self, job: Job, backend: str, now: float, resumed_ago: float | None = None
+    ) -> None:
         """Take over a job already running on `backend` (dispatched by a scheduler that is gone):
         its slot and its charge are counted as if this scheduler had dispatched it, so a new
-        leader rebuilds in-flight counts and accounts from what the relays hold. Raises KeyError
-        for an unknown backend and ValueError for a job id already live."""
+        leader rebuilds in-flight counts and accounts from what the relays hold. A job resumed
+        `resumed_ago` seconds ago keeps what is left of its protection from another eviction.
+        Raises KeyError for an unknown backend and ValueError for a job id already live."""
         if job.id in self.entries:
             raise ValueError(f"job id {job.id!r} is already live")
         state = self.backends[backend]
@@ -377,6 +380,8 @@ class Scheduler:
         lane = self._lane(job.model, job.band, job.principal, job.within_principal)
         entry.lane = lane
         entry.dispatched_at = now
+        if resumed_ago is not None:
+            entry.resumed_at = now - resumed_ago
         self.entries[job.id] = entry
         self._take_slot(entry, lane, state)
 

@@ -64,9 +64,10 @@ class LeaderService(SchedulerService):
     def ticket(self, job_id: str) -> Ticket | None:
         return self._tickets.get(job_id)
 
-    def adopt_running(self, job: Job, backend: str) -> None:
-        """A job already streaming from `backend` under an earlier leader."""
-        self.core.adopt(job, backend, self.clock())
+    def adopt_running(self, job: Job, backend: str, resumed_ago: float | None = None) -> None:
+        """A job already streaming from `backend` under an earlier leader (resumed there
+        `resumed_ago` seconds ago, if it was paused and resumed)."""
+        self.core.adopt(job, backend, self.clock(), resumed_ago)
         self._tickets[job.id] = Ticket(job, self)
         self._poke()
 
@@ -182,7 +183,10 @@ class Leader:
             if m.t == wire.SUBMIT:
                 self.service.submit(job)
             elif body.get("backend"):
-                self.service.adopt_running(job, body["backend"])
+                resumed = body.get("resumed")
+                self.service.adopt_running(
+                    job, body["backend"], None if resumed is None else float(resumed)
+                )
             else:
                 self.service.adopt_queued(job, float(body["waited"]), body.get("excluded", ()))
         except QueueFull as exc:

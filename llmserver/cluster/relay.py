@@ -46,7 +46,7 @@ class RemoteTicket(Ticket):
     """A ticket granted by a leader elsewhere. It also enforces its deadline here, so a job
     still times out while no process leads."""
 
-    __slots__ = ("clock", "excluded", "queued_at", "resuming")
+    __slots__ = ("clock", "excluded", "queued_at", "resumed_at", "resuming")
 
     def __init__(self, job: Job, clock: Callable[[], float], owner: TicketOwner) -> None:
         super().__init__(job, owner)
@@ -54,6 +54,7 @@ class RemoteTicket(Ticket):
         self.queued_at = clock()
         self.excluded: set[str] = set()
         self.resuming = False  # paused by preemption: it waits to resume, past any deadline
+        self.resumed_at: float | None = None  # granted again after a pause: protected a while
 
     async def dispatched(self) -> str:
         deadline = None if self.resuming else self.job.deadline
@@ -64,6 +65,8 @@ class RemoteTicket(Ticket):
             raise QueueTimeout(f"job {self.job.id} waited past its deadline") from None
 
     def grant(self, backend: str, band: int, priority: int) -> None:
+        if self.resuming:
+            self.resumed_at = self.clock()
         self._resolve(backend, band, priority)
 
     def refuse(self, error: BaseException) -> None:
@@ -170,6 +173,8 @@ class Relay:
             }
             if ticket.backend is not None:
                 body["backend"] = ticket.backend
+                if ticket.resumed_at is not None:
+                    body["resumed"] = now - ticket.resumed_at
             self._send(wire.REGISTER, body)
 
     # the loops ------------------------------------------------------------------------------

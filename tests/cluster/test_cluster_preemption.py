@@ -3,7 +3,9 @@ relay's answer (paused, or kept running) reaches the leader."""
 
 from __future__ import annotations
 
-from cluster_helpers import job, needs_redis, node, until
+import asyncio
+
+from cluster_helpers import die, job, needs_redis, node, until
 
 pytestmark = needs_redis
 
@@ -29,3 +31,30 @@ async def test_an_eviction_decided_by_the_leader_pauses_a_job_on_another_process
     finally:
         await second.stop()
         await first.stop()
+
+
+async def test_a_resumed_job_keeps_its_protection_when_the_leader_changes(prefix: str) -> None:
+    first = node(prefix, max_in_flight=1, preemption=True)
+    second = node(prefix, max_in_flight=1, preemption=True)
+    await first.start()
+    await until(lambda: first.leading)
+    await second.start()
+    try:
+        await until(lambda: second.relay.epoch == first.lease.epoch)
+        batch = second.submit(job("alice", band=2, preemptible=True))
+        await batch.dispatched()
+        urgent = second.submit(job("bob", band=0, preempt_after=0.0))
+        await until(lambda: batch.evict_requested)
+        second.preempted(batch, 1.0)
+        await urgent.dispatched()
+        second.complete(urgent, 1.0)
+        await batch.dispatched()  # resumed: protected from another eviction for a while
+        await die(first)
+        await until(lambda: second.leading)
+        await until(lambda: batch.job.id in second.local.core.entries)
+        again = second.submit(job("carol", band=0, preempt_after=0.0))
+        await until(lambda: again.job.id in second.local.core.entries)
+        await asyncio.sleep(0.5)  # several of the new leader's steps with `again` waiting
+        assert not batch.evict_requested
+    finally:
+        await second.stop()

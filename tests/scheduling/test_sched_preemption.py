@@ -238,3 +238,14 @@ def test_a_flood_whose_own_queued_jobs_may_preempt_does_not_hide_a_light_waiter(
     assert [e.job_id for e in step.evicted] == [jobs[3].id]
     s.preempted(jobs[3].id, real_cost=0.0, now=1.21)
     assert ids(s.select(1.21)) == [waiter.id]
+
+
+def test_a_job_adopted_from_an_old_leader_keeps_what_is_left_of_its_resume_protection():
+    s = pool(capacity=1, preempt_slack=0.0, preempt_protect_seconds=5.0)
+    victim = job(ALICE, band=1, preemptible=True, max_concurrent=64)
+    s.adopt(victim, "b1", now=10.0, resumed_ago=1.0)  # resumed at 9.0 under the old leader
+    s.submit(light(), 10.0)
+    s.update_metrics("b1", fresh(now=13.5, waiting=0, running=1))
+    assert s.dispatch_once(13.5).evicted == []
+    s.update_metrics("b1", fresh(now=14.1, waiting=0, running=1))
+    assert [e.job_id for e in s.dispatch_once(14.1).evicted] == [victim.id]
