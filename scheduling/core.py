@@ -362,9 +362,7 @@ class Scheduler:
         self._active.setdefault((lane.model, lane.band), set()).add(lane)
         backend.record_dispatch()
 
-    def adopt(
-        self, job: Job, backend: str, now: float, resumed_ago: float | None = None
-    ) -> None:
+    def adopt(self, job: Job, backend: str, now: float, resumed_ago: float | None = None) -> None:
         """Take over a job already running on `backend` (dispatched by a scheduler that is gone):
         its slot and its charge are counted as if this scheduler had dispatched it, so a new
         leader rebuilds in-flight counts and accounts from what the relays hold. A job resumed
