@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -20,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from llmserver.testing.processes import Database, Gateway, start_gateway, start_peer
 from simulator.launcher import RunningSimulator, start_simulator
+from simulator.protocol import chat_prompt, token_text, tokenize
 from tests.cluster.cluster_helpers import REDIS_URL, delete_prefix, needs_redis
 from tests.cluster.cluster_proxy import CuttableProxy
 from tests.e2e.clients import join, start_streams, usage_rows
@@ -41,9 +43,14 @@ def simulator() -> Iterator[RunningSimulator]:
 
 @contextlib.contextmanager
 def members(
-    simulator: RunningSimulator, tmp_path: Path, redis_url: str, count: int
+    simulator: RunningSimulator,
+    tmp_path: Path,
+    redis_url: str,
+    count: int,
+    setup: tuple[tuple[str, ...], ...] = (),
 ) -> Iterator[list[Gateway]]:
-    """`count` gateway processes on one database and one Redis prefix of their own."""
+    """`count` gateway processes on one database and one Redis prefix of their own; `setup`
+    are manage.py commands run before the first serves."""
     prefix = f"test-e2e-{uuid.uuid4().hex[:10]}"
     env = {
         "SCRAPE_INTERVAL": "0.05",
@@ -53,7 +60,9 @@ def members(
         "CLUSTER_LEASE_SECONDS": "1.5",
     }
     database = Database(tmp_path)
-    first = start_gateway(database.url, simulator.url, env, quiet=True, setup=[NO_TPOT_GATE])
+    first = start_gateway(
+        database.url, simulator.url, env, quiet=True, setup=[NO_TPOT_GATE, *setup]
+    )
     started = [first]
     try:
         started += [start_peer(first) for _ in range(count - 1)]
@@ -261,3 +270,96 @@ def test_a_quota_holds_when_a_burst_is_spread_over_the_processes(
     assert {r.json()["error"]["code"] for r in responses if r.status_code == 429} == {
         "quota_exceeded"
     }
+
+
+MAKE_ROOM = (
+    "shell",
+    "-c",
+    "from tenants.models import Backend, Tier; "
+    "Tier.objects.update(gate_max_waiting=1, preempt_after_ms=50, max_concurrent_per_user=16); "
+    "Backend.objects.update(capacity=3, max_in_flight=3)",
+)
+POWER_TOKENS = 60
+POWER_MESSAGES = [{"role": "user", "content": "tell me a long story"}]
+
+
+def whole_stream(gateway: Gateway, key: str, out: dict[str, Any]) -> None:
+    """A streamed chat with usage, recording every event's text, id and the final usage."""
+    body = {
+        "model": "demo-llama",
+        "stream": True,
+        "max_tokens": POWER_TOKENS,
+        "stream_options": {"include_usage": True},
+        "messages": POWER_MESSAGES,
+    }
+    headers = {"authorization": f"Bearer {key}"}
+    out.update(text="", ids=set(), text_events=0)
+    with httpx.stream(
+        "POST", gateway.url + "/v1/chat/completions", json=body, headers=headers, timeout=60
+    ) as response:
+        out["status"], out["id"] = response.status_code, response.headers.get("x-request-id")
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            out["ids"].add(chunk["id"])
+            if chunk.get("usage"):
+                out["usage"] = chunk["usage"]
+            for choice in chunk.get("choices", []):
+                text = choice["delta"].get("content") or ""
+                out["text"] += text
+                out["text_events"] += bool(text)
+
+
+def preemptions(gateway: Gateway) -> float:
+    text = httpx.get(gateway.url + "/metrics", timeout=5).text
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "llmserver_preemptions_total"
+    )
+
+
+def test_a_stream_paused_for_a_user_on_another_process_continues_as_one_answer(
+    tmp_path: Path,
+) -> None:
+    sim = start_simulator("--max-num-seqs", "3", "--model", "demo-llama", "--speed", "4")
+    try:
+        with members(sim, tmp_path, REDIS_URL, 2, setup=(MAKE_ROOM,)) as (one, two):
+            wait_for_leader([one, two])
+            power, light = (
+                new_key(one, "power", "interactive"),
+                new_key(one, "light", "interactive"),
+            )
+            streams = []
+            for _ in range(3):
+                out: dict[str, Any] = {}
+                thread = threading.Thread(target=whole_stream, args=(one, power, out))
+                thread.start()
+                streams.append((thread, out))
+            deadline = time.monotonic() + 30
+            while not all(out.get("text_events") for _, out in streams):
+                assert time.monotonic() < deadline, [out for _, out in streams]
+                time.sleep(0.02)
+            answer = httpx.post(
+                two.url + "/v1/chat/completions",
+                json={"model": "demo-llama", "max_tokens": 4, "messages": POWER_MESSAGES},
+                headers={"authorization": f"Bearer {light}"},
+                timeout=30,
+            )
+            outcomes = join(streams)
+            assert answer.status_code == 200, answer.text
+            assert preemptions(one) + preemptions(two) >= 1
+            whole = "".join(token_text(i) for i in range(1, POWER_TOKENS + 1))
+            prompt = len(tokenize(chat_prompt(POWER_MESSAGES)))
+            for out in outcomes:
+                assert out["status"] == 200 and out["text"] == whole and len(out["ids"]) == 1
+                assert (out["usage"]["prompt_tokens"], out["usage"]["completion_tokens"]) == (
+                    prompt,
+                    POWER_TOKENS,
+                )
+            rows = written_rows(one, {out["id"] for out in outcomes})
+            assert {rows[out["id"]][:2] for out in outcomes} == {("ok", POWER_TOKENS)}
+    finally:
+        sim.stop()
