@@ -1,13 +1,18 @@
-"""Operator changes reach the running gateway: any save or delete of its config marks it dirty."""
+"""Operator changes reach the running gateways: any save or delete of their config marks this
+process's gateway dirty and, with several processes sharing REDIS_URL, tells the others once the
+transaction commits (`llmserver.runtime.notices`)."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
 
+from django.conf import settings
+from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from llmserver.runtime import notices
 from tenants.models import (
     ApiKey,
     Backend,
@@ -43,3 +48,7 @@ def config_changed(sender: type, **kwargs: Any) -> None:
     gateway = module.current_gateway() if module is not None else None
     if gateway is not None:
         gateway.mark_dirty()
+    redis_url = str(settings.LLMSERVER["REDIS_URL"])
+    prefix = str(settings.LLMSERVER["CLUSTER_PREFIX"])
+    if redis_url:
+        transaction.on_commit(lambda: notices.publish(redis_url, prefix))

@@ -23,6 +23,7 @@ from llmserver.backends.metrics import MetricsPoller
 from llmserver.backends.upstream import UpstreamClient
 from llmserver.cluster.transport import SchedulerTransport
 from llmserver.conf import GatewaySettings, gateway_settings
+from llmserver.runtime import notices
 from llmserver.runtime.config import GatewayConfig, load_gateway_config
 from llmserver.runtime.db import run_db
 from llmserver.runtime.eta import ServiceTimes
@@ -119,6 +120,12 @@ class Gateway:
             self._loop.create_task(self._publish_loop(), name="dashboard-publish"),
             self._loop.create_task(self._revocation_loop(), name="key-revocations"),
         ]
+        if self.settings.redis_url:
+            # Other processes' config changes, at once rather than at the next periodic reload.
+            notice = notices.listen(
+                self.settings.redis_url, self.settings.cluster_prefix, self.mark_dirty
+            )
+            self._tasks.append(self._loop.create_task(notice, name="config-notices"))
         self.started = True
 
     async def stop(self) -> None:
