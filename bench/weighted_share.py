@@ -92,6 +92,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-num-seqs", type=int, default=8)
     p.add_argument("--speed", type=float, default=4.0, help="The simulator's speed factor.")
     p.add_argument("--units", default=",".join(UNITS))
+    p.add_argument(
+        "--gate-max-waiting",
+        type=int,
+        default=1,
+        help="How many requests the gateway lets wait inside the engine (the tiers' gate).",
+    )
     p.add_argument("--json", action="store_true")
     return p.parse_args(argv)
 
@@ -189,7 +195,7 @@ def measure(served: dict[str, Served], unit: str, weights: tuple[float, ...]) ->
     }
 
 
-def gateway_spec(unit: str, weights: tuple[float, ...]) -> dict[str, Any]:
+def gateway_spec(unit: str, weights: tuple[float, ...], gate_max_waiting: int) -> dict[str, Any]:
     tiers: dict[str, Any] = {}
     keys = []
     for shape, weight in zip(SHAPES, weights, strict=True):
@@ -200,7 +206,7 @@ def gateway_spec(unit: str, weights: tuple[float, ...]) -> dict[str, Any]:
             "max_concurrent_per_user": 64,
             "max_queued_per_user": 1000,
             "queue_timeout_seconds": 600.0,
-            "gate_max_waiting": 1,
+            "gate_max_waiting": gate_max_waiting,
             "gate_max_tpot_ms": None,
             "preempt_after_ms": None,
         }
@@ -233,7 +239,7 @@ async def run_way(
             return await run_load(sim.url, sim.url, None, True, args)
         db = Database(Path(tmp.name))
         gw = start_gateway(db.url, sim.url, {"SCHEDULER_COST_UNIT": unit}, quiet=True)
-        spec = gateway_spec(unit, weights)
+        spec = gateway_spec(unit, weights, args.gate_max_waiting)
         backends = {"simulator": {"capacity": args.max_num_seqs}}
         keys = configure_gateway(gw, spec["tiers"], spec["keys"], backends, extra=spec)
         return await run_load(gw.url, sim.url, keys, False, args)
