@@ -91,7 +91,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="An extra environment variable for the gateway (repeatable).",
     )
     p.add_argument("--profile", type=Path, help="py-spy raw output for the gateway.")
-    p.add_argument("--profile-phase", default="c64", choices=PHASES)
+    p.add_argument(
+        "--profile-phase", choices=PHASES, help="The phase to profile; default: the first run."
+    )
     p.add_argument("--profile-top", type=int, default=15, help="How many profile items to list.")
     p.add_argument("--json", action="store_true")
     return p.parse_args(argv)
@@ -159,7 +161,8 @@ async def run_phase(
     await drive(url, request, concurrency, args.warmup)
     before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     profiler = None
-    if args.profile and target == "gateway" and phase == args.profile_phase:
+    profiled = args.profile_phase or args.phases.split(",")[0].strip()
+    if args.profile and target == "gateway" and phase == profiled:
         profiler = start_profiler(pids["gateway"], args.profile, args.duration)
     result = await drive(url, request, concurrency, args.duration)
     if profiler is not None:
@@ -171,9 +174,11 @@ async def run_phase(
     return result
 
 
+PY_SPY = Path(sys.executable).with_name("py-spy")
+
+
 def start_profiler(pid: int, out: Path, seconds: float) -> subprocess.Popen[bytes]:
-    py_spy = str(Path(sys.executable).with_name("py-spy"))
-    command = [py_spy, "record", "--pid", str(pid), "--duration", str(int(seconds))]
+    command = [str(PY_SPY), "record", "--pid", str(pid), "--duration", str(int(seconds))]
     # --gil: only the thread holding the GIL is sampled, so a worker thread waiting for the GIL
     # (the usage writer while the event loop runs) does not count as time spent.
     command += ["--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"]
@@ -330,6 +335,8 @@ def summary(results: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.profile and not PY_SPY.exists():
+        sys.exit(f"--profile needs py-spy ({PY_SPY}): `make bench` installs the bench extra")
     results = asyncio.run(run(args))
     profile = profile_items(args.profile, args.profile_top) if args.profile else None
     if args.json:

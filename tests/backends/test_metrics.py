@@ -7,7 +7,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmserver.backends.metrics import MetricsPoller, MetricsReader, window_mean
+from llmserver.backends.metrics import (
+    NAMES,
+    MetricsPoller,
+    MetricsReader,
+    parse_samples,
+    window_mean,
+)
 from scheduling import BackendMetrics
 from simulator.launcher import start_simulator
 
@@ -166,3 +172,21 @@ async def test_a_backend_that_goes_down_is_marked_unhealthy_and_recovers_by_itse
         up["value"] = True
         assert (await poller.scrape_once()).healthy
     assert [m.healthy for m in seen] == [True, False, True]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        ("vllm", "vllm_v1.txt"),
+        ("tgi", "tgi.txt"),
+        ("sglang", "sglang.txt"),
+        ("llamacpp", "llamacpp.txt"),
+    ],
+)
+def test_parsing_only_the_families_read_keeps_every_value_they_hold(kind, name):
+    text, families = fixture(name), NAMES[kind].families()
+    whole, filtered = parse_samples(text), parse_samples(text, families=families)
+    assert filtered  # the fixture holds some of them
+    assert filtered == {k: v for k, v in whole.items() if k in filtered}
+    read = {f + s for f in families for s in ("", "_sum", "_count", "_total")}
+    assert {k for k in whole if k in read} == set(filtered)
