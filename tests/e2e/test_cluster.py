@@ -128,14 +128,19 @@ def wait_for_leader(members: list[Gateway], timeout: float = 30.0) -> Gateway:
     raise AssertionError(f"no leader: {[readiness(m) for m in members]}")
 
 
-def queued(gateway: Gateway) -> float:
+def metric(gateway: Gateway, name: str) -> float:
+    """A gateway's /metrics sample `name`, summed over its label sets."""
     text = httpx.get(gateway.url + "/metrics", timeout=5).text
     return sum(
         s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name == "llmserver_queue_depth"
+        if s.name == name
     )
+
+
+def queued(gateway: Gateway) -> float:
+    return metric(gateway, "llmserver_queue_depth")
 
 
 def wait_queued(gateways: list[Gateway], at_least: int, timeout: float = 30.0) -> None:
@@ -311,16 +316,6 @@ def whole_stream(gateway: Gateway, key: str, out: dict[str, Any]) -> None:
                 out["text_events"] += bool(text)
 
 
-def preemptions(gateway: Gateway) -> float:
-    text = httpx.get(gateway.url + "/metrics", timeout=5).text
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == "llmserver_preemptions_total"
-    )
-
-
 def test_a_stream_paused_for_a_user_on_another_process_continues_as_one_answer(
     tmp_path: Path,
 ) -> None:
@@ -350,7 +345,7 @@ def test_a_stream_paused_for_a_user_on_another_process_continues_as_one_answer(
             )
             outcomes = join(streams)
             assert answer.status_code == 200, answer.text
-            assert preemptions(one) + preemptions(two) >= 1
+            assert sum(metric(g, "llmserver_preemptions_total") for g in (one, two)) >= 1
             whole = "".join(token_text(i) for i in range(1, POWER_TOKENS + 1))
             prompt = len(tokenize(chat_prompt(POWER_MESSAGES)))
             for out in outcomes:
