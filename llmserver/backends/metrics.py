@@ -97,7 +97,8 @@ def wanted_lines(text: str, families: frozenset[str]) -> str:
     """The lines of `text` that belong to `families` (base names: a histogram's `_sum` and
     `_count`, a counter's `_total`, and their `# TYPE`/`# HELP` lines come along). Label values
     cannot hold a raw newline (the exposition escapes it), so a line is a sample or a comment."""
-    return "\n".join(line for line in text.splitlines() if line.startswith(_starts(families)))
+    starts = _starts(families)
+    return "\n".join(line for line in text.splitlines() if line.startswith(starts))
 
 
 @functools.cache

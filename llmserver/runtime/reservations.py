@@ -28,6 +28,7 @@ from typing import Protocol
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from llmserver.cluster.lease import RELEASE
 from tenants.models import Metric, QuotaRule
 
 # How long a dead process's reservations keep counting, and how long a crashed admission can
@@ -96,13 +97,6 @@ class InProcessReservations:
         """Nothing to release."""
 
 
-# KEYS[1]: the guard. ARGV[1]: the holder's token. Deletes the guard only if still held by it.
-_UNLOCK = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
 class RedisReservations:
     """Every process's reservations in Redis under `prefix`: `held:<tenant>` hashes of
     request id -> JSON [owner, user, tokens, model], `guard:<tenant>` locks, `owner:<id>` liveness."""
@@ -119,8 +113,10 @@ class RedisReservations:
         self._owner = uuid.uuid4().hex
         self._owner_ttl_ms = int(owner_ttl * 1000)
         self._guard_ttl_ms = int(guard_ttl * 1000)
-        self._unlock = client.register_script(_UNLOCK)
+        # The guard is released as a lease is: deleted only if still held by this token.
+        self._unlock = client.register_script(RELEASE)
         self._mine: dict[str, int] = {}  # request id -> tenant id, of what this process holds
+        self._written: dict[str, int] = {}  # released here, not yet deleted in Redis
 
     @contextlib.asynccontextmanager
     async def guard(self, tenant_id: int) -> AsyncIterator[None]:
@@ -155,22 +151,36 @@ class RedisReservations:
 
     async def hold(self, request_id: str, reservation: Reservation) -> None:
         r = reservation
-        await self._client.set(self._owner_key(self._owner), b"1", px=self._owner_ttl_ms)
         value = json.dumps([self._owner, r.user, r.tokens, r.model])
-        await self._client.hset(f"{self._prefix}held:{r.tenant_id}", request_id, value)
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.set(self._owner_key(self._owner), b"1", px=self._owner_ttl_ms)
+            pipe.hset(f"{self._prefix}held:{r.tenant_id}", request_id, value)
+            await pipe.execute()
         self._mine[request_id] = r.tenant_id
 
     async def release(self, request_ids: Iterable[str]) -> None:
-        by_tenant: dict[int, list[str]] = {}
+        """Raises RedisError if Redis cannot take it now; the deletions are retried by `run`
+        (meanwhile the entries over-count, never under-count, and this process stays their
+        live owner)."""
         for request_id in request_ids:
             tenant_id = self._mine.pop(request_id, None)
             if tenant_id is not None:
-                by_tenant.setdefault(tenant_id, []).append(request_id)
-        if by_tenant:
-            async with self._client.pipeline(transaction=False) as pipe:
-                for tenant_id, ids in by_tenant.items():
-                    pipe.hdel(f"{self._prefix}held:{tenant_id}", *ids)
-                await pipe.execute()
+                self._written[request_id] = tenant_id
+        await self._delete_written()
+
+    async def _delete_written(self) -> None:
+        if not self._written:
+            return
+        done = dict(self._written)
+        by_tenant: dict[int, list[str]] = {}
+        for request_id, tenant_id in done.items():
+            by_tenant.setdefault(tenant_id, []).append(request_id)
+        async with self._client.pipeline(transaction=False) as pipe:
+            for tenant_id, ids in by_tenant.items():
+                pipe.hdel(f"{self._prefix}held:{tenant_id}", *ids)
+            await pipe.execute()
+        for request_id in done:
+            self._written.pop(request_id, None)
 
     async def held(self) -> int:
         return len(self._mine)
@@ -178,8 +188,10 @@ class RedisReservations:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self._owner_ttl_ms / 1000 / 3)
+            # A Redis outage is the admissions' to report (503); both resume after it.
+            with contextlib.suppress(RedisError):
+                await self._delete_written()
             if self._mine:
-                # A Redis outage is the admissions' to report (503); renewing resumes after it.
                 with contextlib.suppress(RedisError):
                     await self._client.set(
                         self._owner_key(self._owner), b"1", px=self._owner_ttl_ms

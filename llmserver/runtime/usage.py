@@ -233,8 +233,8 @@ class UsageWriter:
             try:
                 await self._on_settled([d.request_id for d in batch])
             except Exception:
-                # The rows are written; a reservation left behind only over-counts until its
-                # owner's liveness lapses (Redis) and never loses a row.
+                # The rows are written; a reservation not yet deleted only over-counts until
+                # the reservations retry it, and never loses a row.
                 log.exception("releasing the reservations of %d usage records failed", len(batch))
 
     async def run(self) -> None:

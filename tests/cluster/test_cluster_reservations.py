@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import urlsplit
 
+import pytest
 from cluster_helpers import REDIS_URL, needs_redis
+from cluster_proxy import CuttableProxy
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from llmserver.runtime.reservations import RedisReservations, Reservation
 
@@ -63,3 +67,33 @@ async def test_the_guard_admits_one_process_at_a_time_per_tenant(prefix: str) ->
     finally:
         await one.aclose()
         await two.aclose()
+
+
+async def test_a_release_that_redis_missed_is_retried_once_it_answers(prefix: str) -> None:
+    target = urlsplit(REDIS_URL)
+    proxy = CuttableProxy(target.hostname or "127.0.0.1", target.port or 6379)
+    await proxy.start()
+    cut_off = RedisReservations(
+        Redis.from_url(f"redis://127.0.0.1:{proxy.port}{target.path}"),
+        f"{prefix}:reservations:",
+        owner_ttl=0.3,  # `run` retries every 0.1 s
+    )
+    other = member(prefix)
+    runner = asyncio.ensure_future(cut_off.run())
+    try:
+        await cut_off.hold("r1", Reservation(7, "alice", "llama", 40))
+        await cut_off.hold("r2", Reservation(7, "bob", "llama", 10))  # still running
+        await proxy.cut()
+        with pytest.raises(RedisError):
+            await cut_off.release(["r1"])
+        await proxy.start()
+        for _ in range(100):
+            if await other.of_tenant(7) == (Reservation(7, "bob", "llama", 10),):
+                break
+            await asyncio.sleep(0.05)
+        assert await other.of_tenant(7) == (Reservation(7, "bob", "llama", 10),)
+    finally:
+        runner.cancel()
+        await proxy.cut()
+        await cut_off.aclose()
+        await other.aclose()
