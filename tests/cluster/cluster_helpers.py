@@ -78,6 +78,22 @@ async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
             await asyncio.sleep(0.01)
 
 
+async def two_members(prefix: str, **options: Any) -> tuple[ClusterScheduler, ClusterScheduler]:
+    """Two started members of one cluster (`node(prefix, **options)` each): the first leads,
+    and the second has heard of its epoch. The caller stops them."""
+    first, second = node(prefix, **options), node(prefix, **options)
+    await first.start()
+    try:
+        await until(lambda: first.leading)
+        await second.start()
+        await until(lambda: second.relay.epoch == first.lease.epoch)
+    except BaseException:
+        await second.stop()
+        await first.stop()
+        raise
+    return first, second
+
+
 async def die(member: ClusterScheduler) -> None:
     """As kill -9 would: every task gone, the lease left to expire, nothing cleaned up."""
     tasks = [*member._tasks, *([member._leader] if member._leader else [])]

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from cluster_helpers import die, job, needs_redis, node, until
+from cluster_helpers import die, job, needs_redis, two_members, until
 
 pytestmark = needs_redis
 
 
 async def test_a_new_leader_counts_the_running_job_and_grants_the_queued_one(prefix: str) -> None:
-    first, second = node(prefix, max_in_flight=1), node(prefix, max_in_flight=1)
-    await first.start()
-    await until(lambda: first.leading)
-    await second.start()
+    first, second = await two_members(prefix, max_in_flight=1)
     try:
-        await until(lambda: second.relay.epoch == first.lease.epoch)
         running = second.submit(job("alice"))
         await running.dispatched()
         queued = second.submit(job("bob"))
@@ -31,12 +27,8 @@ async def test_a_new_leader_counts_the_running_job_and_grants_the_queued_one(pre
 
 
 async def test_queued_jobs_keep_their_order_across_a_change_of_leader(prefix: str) -> None:
-    first, second = node(prefix, max_in_flight=1), node(prefix, max_in_flight=1)
-    await first.start()
-    await until(lambda: first.leading)
-    await second.start()
+    first, second = await two_members(prefix, max_in_flight=1)
     try:
-        await until(lambda: second.relay.epoch == first.lease.epoch)
         blocker = second.submit(job("alice"))
         await blocker.dispatched()
         waiting = [second.submit(job("bob")) for _ in range(3)]
@@ -57,12 +49,8 @@ async def test_queued_jobs_keep_their_order_across_a_change_of_leader(prefix: st
 
 
 async def test_the_jobs_of_a_member_that_died_are_dropped_by_the_leader(prefix: str) -> None:
-    first, second = node(prefix, max_in_flight=1), node(prefix, max_in_flight=1)
-    await first.start()
-    await until(lambda: first.leading)
-    await second.start()
+    first, second = await two_members(prefix, max_in_flight=1)
     try:
-        await until(lambda: second.relay.epoch == first.lease.epoch)
         held = second.submit(job("alice"))
         await held.dispatched()
         await die(second)
@@ -73,12 +61,8 @@ async def test_the_jobs_of_a_member_that_died_are_dropped_by_the_leader(prefix: 
 
 
 async def test_a_job_that_ends_while_the_new_leader_settles_frees_its_slot(prefix: str) -> None:
-    first, second = node(prefix, max_in_flight=1), node(prefix, max_in_flight=1)
-    await first.start()
-    await until(lambda: first.leading)
-    await second.start()
+    first, second = await two_members(prefix, max_in_flight=1)
     try:
-        await until(lambda: second.relay.epoch == first.lease.epoch)
         running = second.submit(job("alice"))
         await running.dispatched()
         old_epoch = second.relay.epoch

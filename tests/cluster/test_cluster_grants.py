@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from cluster_helpers import job, needs_redis, node, until
+from cluster_helpers import job, needs_redis, node, two_members, until
 
 pytestmark = needs_redis
 
 
 async def test_a_job_submitted_through_a_follower_is_granted_by_the_leader(prefix: str) -> None:
-    first, second = node(prefix), node(prefix)
-    await first.start()
-    await until(lambda: first.leading)
-    await second.start()
+    first, second = await two_members(prefix)
     try:
-        await until(lambda: second.relay.epoch == first.lease.epoch)
         ticket = second.submit(job())
         assert await ticket.dispatched() == "b1"
         assert not second.leading
@@ -24,12 +20,8 @@ async def test_a_job_submitted_through_a_follower_is_granted_by_the_leader(prefi
 
 
 async def test_a_slot_freed_on_one_member_is_granted_to_a_job_on_another(prefix: str) -> None:
-    first, second = node(prefix, max_in_flight=1), node(prefix, max_in_flight=1)
-    await first.start()
-    await until(lambda: first.leading)
-    await second.start()
+    first, second = await two_members(prefix, max_in_flight=1)
     try:
-        await until(lambda: second.relay.epoch == first.lease.epoch)
         running = first.submit(job("alice"))
         await running.dispatched()
         waiting = second.submit(job("bob"))
@@ -75,12 +67,8 @@ async def test_a_leaders_refusal_reaches_the_waiting_request(prefix: str, reason
 
 
 async def test_a_follower_knows_where_its_own_jobs_stand(prefix: str) -> None:
-    first, second = node(prefix, max_in_flight=1), node(prefix, max_in_flight=1)
-    await first.start()
-    await until(lambda: first.leading)
-    await second.start()
+    first, second = await two_members(prefix, max_in_flight=1)
     try:
-        await until(lambda: second.relay.epoch == first.lease.epoch)
         running = second.submit(job("alice"))
         await running.dispatched()
         waiting = [second.submit(job("bob")) for _ in range(2)]

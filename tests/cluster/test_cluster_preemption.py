@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cluster_helpers import die, job, needs_redis, node, until
+from cluster_helpers import die, job, needs_redis, two_members, until
 
 pytestmark = needs_redis
 
@@ -13,13 +13,8 @@ pytestmark = needs_redis
 async def test_an_eviction_decided_by_the_leader_pauses_a_job_on_another_process(
     prefix: str,
 ) -> None:
-    first = node(prefix, max_in_flight=1, preemption=True)
-    second = node(prefix, max_in_flight=1, preemption=True)
-    await first.start()
-    await until(lambda: first.leading)
-    await second.start()
+    first, second = await two_members(prefix, max_in_flight=1, preemption=True)
     try:
-        await until(lambda: second.relay.epoch == first.lease.epoch)
         batch = second.submit(job("alice", band=2, preemptible=True))
         await batch.dispatched()
         urgent = first.submit(job("bob", band=0, preempt_after=0.0))
@@ -34,13 +29,8 @@ async def test_an_eviction_decided_by_the_leader_pauses_a_job_on_another_process
 
 
 async def test_a_resumed_job_keeps_its_protection_when_the_leader_changes(prefix: str) -> None:
-    first = node(prefix, max_in_flight=1, preemption=True)
-    second = node(prefix, max_in_flight=1, preemption=True)
-    await first.start()
-    await until(lambda: first.leading)
-    await second.start()
+    first, second = await two_members(prefix, max_in_flight=1, preemption=True)
     try:
-        await until(lambda: second.relay.epoch == first.lease.epoch)
         batch = second.submit(job("alice", band=2, preemptible=True))
         await batch.dispatched()
         urgent = second.submit(job("bob", band=0, preempt_after=0.0))
