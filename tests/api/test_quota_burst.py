@@ -80,3 +80,23 @@ async def test_a_quota_that_cannot_be_checked_refuses_with_503_rather_than_let_i
         ]
     finally:
         await reset_gateway()
+
+
+async def test_a_client_that_leaves_mid_stream_ends_its_reservation_with_its_one_row(
+    world, gateway
+):
+    await sync_to_async(two_per_day)(world)
+    await gateway.reload_once()
+    gateway.keys.clear()
+    comm = await start(world["alice"], chat_body(max_tokens=500))
+    assert (await comm.receive_output(10))["status"] == 200
+    await comm.receive_output(10)  # the first event
+    assert await gateway.reservations.held() == 1
+    await comm.send_input({"type": "http.disconnect"})
+    for _ in range(100):
+        if gateway.usage.pending:
+            break
+        await asyncio.sleep(0.02)
+    await gateway.usage.flush_once()
+    assert await gateway.reservations.held() == 0
+    assert [r["status"] for r in await usage_rows()] == ["cancelled"]

@@ -121,5 +121,10 @@ async def test_a_limit_whose_shared_window_cannot_be_reached_refuses_with_503(wo
         status, headers, body = await send(world["alice"])
         assert (status, headers[b"retry-after"]) == (503, b"5")
         assert json.loads(body)["error"]["code"] == "limits_unavailable"
+        await gw.usage.flush_once()
+        rows = await usage_rows()
+        assert [(r["status"], r["error_type"]) for r in rows] == [
+            ("rejected", "limits_unavailable")
+        ]
     finally:
         await reset_gateway()
