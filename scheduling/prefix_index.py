@@ -90,13 +90,15 @@ class PrefixIndex:
 
 
 def load(state: BackendState, held: Mapping[str, int]) -> float:
-    """A backend's load in slots: its requests in flight, those it queues (known only from a
-    capacity or scraped metrics; a backend without either is gated by `max_in_flight`), and
-    those the gateway holds back for it."""
-    waiting = 0.0
-    if state.capacity is not None or state.config.has_metrics:
-        waiting = state.estimated_waiting()
-    return state.in_flight + waiting + held.get(state.name, 0)
+    """A backend's load in slots: every sequence at it (ours in flight, others' as scraped),
+    those beyond its capacity counted twice (they wait as well as occupy), and those the gateway
+    holds back for it. Not `estimated_waiting()` without a capacity: that counts each dispatch
+    since the last scrape as waiting, which our in-flight count already holds, so the same
+    backend's load would swing by the number of dispatches between two scrapes."""
+    at_backend = state.in_flight + state.external_load()
+    if state.capacity is not None:
+        at_backend += max(0.0, at_backend - state.capacity)
+    return at_backend + held.get(state.name, 0)
 
 
 def choose_backend(

@@ -3,7 +3,7 @@ the backend choice that weighs a cached prefix against load (a hot prefix spills
 
 from __future__ import annotations
 
-from sched_helpers import BOB, job, plain, scheduler
+from sched_helpers import BOB, fresh, job, metered, plain, scheduler
 
 from scheduling import Job, Principal, Scheduler
 from scheduling.prefix_index import BLOCK_CHARS, MAX_BLOCKS, PrefixIndex, block_hashes
@@ -132,3 +132,19 @@ def test_a_job_without_blocks_goes_to_the_least_loaded_backend() -> None:
     s.backends["b1"].in_flight = 1
     s.submit(job(), 0.0)
     assert s.select(0.0)[0].backend == "b2"
+
+
+def test_dispatches_since_the_last_scrape_do_not_count_twice_against_the_prefix() -> None:
+    """The turns of a conversation: its backend finished the first turn and runs one other
+    request. Its load is that one request, however many dispatches the next scrape will show."""
+    s = scheduler(metered("b1", max_in_flight=4), metered("b2", max_in_flight=4), affinity_slack=2)
+    for name in ("b1", "b2"):
+        s.update_metrics(name, fresh())
+    first = job(prefix_blocks=block_hashes(SYSTEM[:640]))
+    s.submit(first, 0.0)
+    assert s.select(0.0)[0].backend == "b1"
+    s.complete(first.id)
+    s.submit(job(BOB), 0.0)
+    assert s.select(0.0)[0].backend == "b1"  # an idle pool's tie goes by name
+    s.submit(job(prefix_blocks=block_hashes(SYSTEM[:768])), 0.0)  # 10 of its 12 blocks cached
+    assert s.select(0.0)[0].backend == "b1"
