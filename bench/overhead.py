@@ -10,7 +10,9 @@ through the gateway, side by side in one invocation:
 
 Also reported: CPU milliseconds per request of the gateway and simulator processes (from
 /proc/<pid>/stat). The gateway is served as production serves it (`manage.py rungateway`);
-`--server daphne` runs the bare daphne command instead. The load generator is one asyncio process
+`--server daphne` runs the bare daphne command instead. `--floor` adds a third target,
+bench/floor_proxy.py: daphne relaying over the same aiohttp hop and doing nothing else, so the
+gateway's added cost splits into the stack's floor and LLM-Server's own work. The load generator is one asyncio process
 with a minimal HTTP/1.1 client (bench/rawhttp.py); it competes with the gateway and the simulator
 for this machine's cores, so read the figures as ratios from one run. `--profile out.txt` records
 the gateway with py-spy (the `bench` extra; the thread holding the GIL) during one phase and
@@ -19,6 +21,7 @@ prints its top items.
     .venv/bin/python bench/overhead.py
     .venv/bin/python bench/overhead.py --duration 5 --json
     .venv/bin/python bench/overhead.py --phases c64 --profile /tmp/gw.txt
+    .venv/bin/python bench/overhead.py --floor --phases c1,stream
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,8 +42,8 @@ from typing import Any
 from loadgen import body, configure_gateway, fmt, percentile
 from rawhttp import Connection, build_request
 
-from llmserver.testing.processes import Database, start_gateway
-from simulator.launcher import start_simulator
+from llmserver.testing.processes import Database, start_gateway, stop
+from simulator.launcher import free_port, start_simulator
 
 PATH = "/v1/chat/completions"
 PHASES = ("c1", "c64", "stream")
@@ -95,6 +99,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--profile-phase", choices=PHASES, help="The phase to profile; default: the first run."
     )
     p.add_argument("--profile-top", type=int, default=15, help="How many profile items to list.")
+    p.add_argument(
+        "--floor", action="store_true", help="Also run bare daphne relaying (floor_proxy.py)."
+    )
     p.add_argument("--json", action="store_true")
     return p.parse_args(argv)
 
@@ -186,6 +193,29 @@ def start_profiler(pid: int, out: Path, seconds: float) -> subprocess.Popen[byte
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def start_floor(upstream: str) -> tuple[str, subprocess.Popen[bytes]]:
+    """bench/floor_proxy.py under daphne on a free loopback port, once it accepts connections."""
+    port = free_port()
+    command = [str(Path(sys.executable).with_name("daphne")), "-b", "127.0.0.1", "-p", str(port)]
+    process = subprocess.Popen(
+        [*command, "floor_proxy:application"],
+        cwd=Path(__file__).parent,
+        env={**os.environ, "FLOOR_UPSTREAM": upstream},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return f"http://127.0.0.1:{port}", process
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                stop(process)
+                raise RuntimeError("floor_proxy did not start") from None
+            time.sleep(0.1)
+
+
 def gateway_setup() -> tuple[dict, list]:
     tiers = {
         "interactive": {
@@ -205,7 +235,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         quiet=True,
     )
     tmp = tempfile.TemporaryDirectory(prefix="bench-overhead-")
-    db = gw = None
+    db = gw = floor = None
     try:
         db = Database(Path(tmp.name))
         env = {"USAGE_FLUSH_INTERVAL": args.usage_flush_interval}
@@ -228,6 +258,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 {"simulator": sim.process.pid, "gateway": gw.process.pid},
             ),
         }
+        if args.floor:
+            floor_url, floor = start_floor(sim.url)
+            pids = {"simulator": sim.process.pid, "gateway": floor.pid}
+            targets["floor"] = (floor_url, None, pids)
         results: dict[str, Any] = {}
         for phase in phases:
             for target, (url, key, pids) in targets.items():
@@ -237,6 +271,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
         return results
     finally:
+        if floor is not None:
+            stop(floor)
         if gw is not None:
             gw.stop()
         if db is not None:
@@ -309,27 +345,43 @@ def table(results: dict[str, Any]) -> str:
                 f"| {fmt(r.get('gateway_cpu_ms_per_request'), 1, 3)} "
                 f"| {fmt(r.get('simulator_cpu_ms_per_request'), 1, 3)} | {r['errors']} |"
             )
-    lines += ["", "| phase | added p50 ms | added p99 ms | req/s ratio | chunks/s ratio |"]
-    lines.append("|---|---|---|---|---|")
+    lines += ["", "| phase | over direct | added p50 ms | added p99 ms | req/s ratio "]
+    lines[-1] += "| chunks/s ratio |"
+    lines.append("|---|---|---|---|---|---|")
     for phase, s in summary(results).items():
-        lines.append(
-            f"| {phase} | {s['added_p50_ms']:.2f} | {s['added_p99_ms']:.2f} "
-            f"| {fmt(s['requests_per_second_ratio'], 1, 3)} "
-            f"| {fmt(s['chunks_per_second_ratio'], 1, 3)} |"
-        )
+        for target, prefix in (("gateway", ""), ("floor", "floor_")):
+            if f"{prefix}added_p50_ms" not in s:
+                continue
+            lines.append(
+                f"| {phase} | {target} | {s[prefix + 'added_p50_ms']:.2f} "
+                f"| {s[prefix + 'added_p99_ms']:.2f} "
+                f"| {fmt(s[prefix + 'requests_per_second_ratio'], 1, 3)} "
+                f"| {fmt(s[prefix + 'chunks_per_second_ratio'], 1, 3)} |"
+            )
     return "\n".join(lines)
 
 
 def summary(results: dict[str, Any]) -> dict[str, Any]:
-    out = {}
+    """Per phase, what the gateway adds over direct and its ratios; with --floor, the same for
+    the floor ("floor_" keys)."""
+    out: dict[str, Any] = {}
     for phase, by_target in results.items():
-        d, g = by_target["direct"], by_target["gateway"]
-        out[phase] = {
-            "added_p50_ms": g["p50_ms"] - d["p50_ms"],
-            "added_p99_ms": g["p99_ms"] - d["p99_ms"],
-            "requests_per_second_ratio": ratio(g["requests_per_second"], d["requests_per_second"]),
-            "chunks_per_second_ratio": ratio(g["chunks_per_second"], d["chunks_per_second"]),
-        }
+        d = by_target["direct"]
+        out[phase] = {}
+        for target, prefix in (("gateway", ""), ("floor", "floor_")):
+            g = by_target.get(target)
+            if g is None:
+                continue
+            out[phase] |= {
+                f"{prefix}added_p50_ms": g["p50_ms"] - d["p50_ms"],
+                f"{prefix}added_p99_ms": g["p99_ms"] - d["p99_ms"],
+                f"{prefix}requests_per_second_ratio": ratio(
+                    g["requests_per_second"], d["requests_per_second"]
+                ),
+                f"{prefix}chunks_per_second_ratio": ratio(
+                    g["chunks_per_second"], d["chunks_per_second"]
+                ),
+            }
     return out
 
 
