@@ -10,6 +10,13 @@ from scheduling.backend_state import BackendMetrics, BackendState
 from scheduling.config import BackendConfig, GateThresholds, SchedulerConfig, article_gates
 from scheduling.core import Scheduler, Step
 from scheduling.cost import CostPolicy, CostUnit, TokenWeights, job_cost
+from scheduling.engine_cache import (
+    AllBlocksCleared,
+    BlocksRemoved,
+    BlocksStored,
+    CacheEvent,
+    token_block_hashes,
+)
 from scheduling.errors import JobCancelled, NoBackend, QueueFull, QueueTimeout, SchedulingError
 from scheduling.estimates import OutputLengths
 from scheduling.gate import GateDecision, gate_open, is_saturated, is_usable
@@ -39,10 +46,14 @@ __all__ = [
     "BATCH",
     "INTERACTIVE",
     "STANDARD",
+    "AllBlocksCleared",
     "BackendConfig",
     "BackendMetrics",
     "BackendState",
     "BackendView",
+    "BlocksRemoved",
+    "BlocksStored",
+    "CacheEvent",
     "CostPolicy",
     "CostUnit",
     "Dispatch",
@@ -75,4 +86,5 @@ __all__ = [
     "is_usable",
     "job_cost",
     "queue_position",
+    "token_block_hashes",
 ]

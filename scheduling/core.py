@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from scheduling.backend_state import BackendMetrics, BackendState
 from scheduling.batching import pull_forward
 from scheduling.config import BackendConfig, SchedulerConfig
+from scheduling.engine_cache import CacheEvent, EngineCacheMirror
 from scheduling.errors import NoBackend, QueueFull
 from scheduling.fairshare import BandHeap
 from scheduling.gate import gate_open
@@ -63,6 +64,7 @@ class Scheduler:
         self._deadlines: list[tuple[float, int, Entry]] = []
         self._aging: list[tuple[float, int, int, Entry]] = []
         self.prefixes = PrefixIndex(config.prefix_index_blocks, config.prefix_ttl_seconds)
+        self.engine_caches = EngineCacheMirror()
         self._seq = itertools.count()
         self._preempt_due: float | None = None
         # Per (pool, band): the backend and prompt blocks of the last dispatch, for batching.
@@ -94,6 +96,7 @@ class Scheduler:
                 fresh[bc.name] = state
             self.backends = fresh
             self.prefixes.forget(set(fresh))
+            self.engine_caches.forget(set(fresh))
         self._pools = {}
         for state in self.backends.values():
             if state.config.enabled:
@@ -607,6 +610,11 @@ class Scheduler:
         state = self.backends.get(backend)
         if state is not None:
             state.record_scrape(metrics)
+
+    def apply_cache_events(self, backend: str, events: Iterable[CacheEvent], now: float) -> None:
+        """What the backend's prefix cache stored and evicted, as it published (KV events)."""
+        if backend in self.backends:
+            self.engine_caches.apply(backend, events, self.prefixes, now)
 
     def next_wakeup(self) -> float | None:
         """The next time a clock-driven change (expiry, aging, a waiter's `preempt_after`) can

@@ -6,20 +6,22 @@ chained over everything before it, as vLLM keys its prefix cache (`hash_block_to
 `get_request_block_hasher` in `vllm/v1/core/kv_cache_utils.py`: a block's hash covers its parent
 block's hash and its own tokens, only full blocks are hashed). So block i of two prompts has the
 same hash only when their first i+1 blocks are equal, and "the longest cached prefix" is the run
-of leading hashes a backend holds. The gateway hashes characters, not tokens (it has no
-tokenizer): 64 characters are about vLLM's 16-token block. It keeps hashes, never prompt text.
+of leading hashes a backend holds. The gateway hashes characters (it has no tokenizer of its
+own): 64 characters are about vLLM's 16-token block. It keeps hashes, never prompt text.
 
-Without the backend's own cache events the index is the gateway's routing history: a backend that
-was sent a prompt holds its blocks until it evicts them. The index mimics that with an LRU per
-backend bounded by `block_budget` (set it near the backend's cache size in blocks) and drops
-blocks unseen for `ttl` seconds.
+The index is the gateway's routing history: a backend that was sent a prompt holds its blocks
+until it evicts them. The index mimics that with an LRU per backend bounded by `block_budget`
+(set it near the backend's cache size in blocks) and drops blocks unseen for `ttl` seconds.
+Where a backend publishes its cache events, `scheduling.engine_cache` adds what it stored for
+traffic the gateway never saw and removes what it evicted. Those prompts are keyed by token
+blocks (`token_block_hashes`) rather than character blocks: the pool's prompts are tokenized.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scheduling.backend_state import BackendState
@@ -79,6 +81,16 @@ class PrefixIndex:
             seen.popitem(last=False)
         while seen and now - next(iter(seen.values())) > self.ttl:
             seen.popitem(last=False)
+
+    def remove(self, backend: str, blocks: Iterable[int]) -> None:
+        """The backend evicted these blocks (its own cache events say so)."""
+        seen = self._seen.get(backend)
+        if seen:
+            for h in blocks:
+                seen.pop(h, None)
+
+    def clear(self, backend: str) -> None:
+        self._seen.pop(backend, None)
 
     def forget(self, keep: set[str]) -> None:
         """Drop backends no longer configured."""

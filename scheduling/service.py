@@ -16,6 +16,7 @@ from typing import Protocol
 from scheduling.backend_state import BackendMetrics
 from scheduling.config import BackendConfig, SchedulerConfig
 from scheduling.core import Scheduler, Step
+from scheduling.engine_cache import CacheEvent
 from scheduling.errors import JobCancelled, QueueTimeout
 from scheduling.jobs import Job
 from scheduling.position import QueuePosition, queue_position
@@ -204,6 +205,9 @@ class SchedulerService:
     def update_metrics(self, backend_name: str, metrics: BackendMetrics) -> None:
         self.core.update_metrics(backend_name, metrics)
         self._poke()
+
+    def cache_events(self, backend_name: str, events: Iterable[CacheEvent]) -> None:
+        self.core.apply_cache_events(backend_name, events, self.clock())
 
     def configure(
         self, config: SchedulerConfig | None = None, backends: Iterable[BackendConfig] | None = None

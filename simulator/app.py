@@ -14,12 +14,12 @@ import asyncio
 import contextlib
 import json
 import time
-import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from simulator.engine import Engine, EngineConfig, Sequence
 from simulator.exposition import CONTENT_TYPE, build_registry, render
+from simulator.kv_events import KvEventPublisher, KvEventsConfig
 from simulator.protocol import (
     DONE,
     RequestError,
@@ -28,6 +28,7 @@ from simulator.protocol import (
     engine_priority,
     parse_request,
     parse_tokenize,
+    token_id,
     token_text,
 )
 
@@ -45,8 +46,12 @@ class SimulatorApp:
         fmt: str = "vllm",
         default_max_tokens: int = 256,
         legacy_metric_names: bool = False,
+        kv_events: KvEventsConfig | None = None,
     ) -> None:
-        self.engine = Engine(config or EngineConfig())
+        config = config or EngineConfig()
+        self.publisher = KvEventPublisher(kv_events, config.block_tokens) if kv_events else None
+        publish = self.publisher.publish if self.publisher is not None else None
+        self.engine = Engine(config, on_cache_events=publish, token_id=token_id)
         self.model, self.fmt, self.default_max_tokens = model, fmt, default_max_tokens
         self.registry = build_registry(self.engine, model, fmt, legacy_metric_names)
         self.started = int(time.time())
@@ -98,6 +103,8 @@ class SimulatorApp:
             self._engine_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._engine_task
+        if self.publisher is not None:
+            self.publisher.close()
 
     def _models(self) -> dict[str, Any]:
         card = {
@@ -120,7 +127,7 @@ class SimulatorApp:
         except RequestError as exc:
             await _json(send, exc.status, exc.body())
             return
-        ids = [zlib.crc32(t.encode()) % 32_000 for t in tokens]
+        ids = [token_id(t) for t in tokens]
         limit = self.engine.config.kv_capacity_tokens
         payload = {"count": len(ids), "max_model_len": limit, "tokens": ids, "token_strs": None}
         await _json(send, 200, payload)

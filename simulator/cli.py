@@ -34,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--default-max-tokens", type=int, default=256)
     parser.add_argument("--speed", type=float, default=d.speed, help="divides every duration")
     parser.add_argument(
+        "--kv-events-config",
+        default="",
+        help='vLLM\'s JSON, e.g. {"enable_kv_cache_events": true, "publisher": "zmq", '
+        '"endpoint": "tcp://127.0.0.1:5557"}: publish KV cache events there',
+    )
+    parser.add_argument(
         "--legacy-metric-names",
         action="store_true",
         help="also expose vLLM's pre-v1 names (gpu_cache_usage_perc, time_per_output_token_seconds)",
@@ -60,6 +66,7 @@ def serve(options: dict[str, object]) -> None:
     from daphne.server import Server
 
     from simulator.app import SimulatorApp
+    from simulator.kv_events import KvEventsConfig
 
     app = SimulatorApp(
         config_from(options),
@@ -67,6 +74,9 @@ def serve(options: dict[str, object]) -> None:
         fmt=str(options["format"]),
         default_max_tokens=int(options["default_max_tokens"]),  # type: ignore[call-overload]
         legacy_metric_names=bool(options["legacy_metric_names"]),
+        kv_events=KvEventsConfig.parse(str(options["kv_events_config"]))
+        if options.get("kv_events_config")
+        else None,
     )
     host, port = options["host"], options["port"]
     print(

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from simulator.prefix_cache import PrefixCache
+from simulator.prefix_cache import CacheEvent, PrefixCache
 from simulator.queue import POLICIES, RequestQueue, create_request_queue
 from simulator.stats import EngineStats
 
@@ -79,12 +79,25 @@ class Sequence:
 
 
 class Engine:
-    def __init__(self, config: EngineConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: EngineConfig,
+        clock: Callable[[], float] = time.monotonic,
+        on_cache_events: Callable[[list[CacheEvent]], None] | None = None,
+        token_id: Callable[[str], int] | None = None,
+    ) -> None:
+        """`on_cache_events`: given, after each step, what the prefix cache stored and evicted
+        in it (ids from `token_id`), as vLLM's engine hands its KV events to the publisher."""
         self.config = config
         self.clock = clock
         self.waiting: RequestQueue[Sequence] = create_request_queue(config.scheduling_policy)
         self.running: list[Sequence] = []
-        self.prefix_cache = PrefixCache(config.prefix_cache_blocks, config.block_tokens)
+        self._on_cache_events = on_cache_events
+        self.prefix_cache = PrefixCache(
+            config.prefix_cache_blocks,
+            config.block_tokens,
+            token_id if on_cache_events is not None else None,
+        )
         self.stats = EngineStats()
         self._aborts: list[Sequence] = []
         self._work = asyncio.Event()
@@ -190,6 +203,8 @@ class Engine:
         duration = self.step_seconds(prefill)
         started = self.clock()
         await asyncio.sleep(duration)
+        if self._on_cache_events is not None:
+            self._on_cache_events(self.prefix_cache.take_events())
         self.stats.busy_seconds += self.clock() - started
         if prefill:
             self.stats.prefill_steps += 1

@@ -7,6 +7,7 @@ import itertools
 import json
 import re
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +64,11 @@ class RequestError(Exception):
 def tokenize(text: str) -> list[str]:
     """A stand-in tokenizer: words and punctuation, close enough to ~4 characters a token."""
     return _TOKEN.findall(text)
+
+
+def token_id(token: str) -> int:
+    """The stand-in tokenizer's id for a token, as /tokenize and the KV cache events give it."""
+    return zlib.crc32(token.encode()) % 32_000
 
 
 def token_text(index: int) -> str:

@@ -28,6 +28,7 @@ from llmserver.cluster.relay import Relay
 from scheduling import (
     BackendConfig,
     BackendMetrics,
+    CacheEvent,
     Job,
     QueuePosition,
     SchedulerConfig,
@@ -169,6 +170,10 @@ class ClusterScheduler:
 
     def update_metrics(self, backend_name: str, metrics: BackendMetrics) -> None:
         self.local.update_metrics(backend_name, metrics)
+
+    def cache_events(self, backend_name: str, events: Iterable[CacheEvent]) -> None:
+        """Every process hears every backend's events, so whichever leads next knows them."""
+        self.local.cache_events(backend_name, events)
 
     def configure(
         self, config: SchedulerConfig | None = None, backends: Iterable[BackendConfig] | None = None

@@ -16,6 +16,7 @@ from typing import Protocol
 from scheduling import (
     BackendConfig,
     BackendMetrics,
+    CacheEvent,
     Job,
     QueuePosition,
     SchedulerConfig,
@@ -47,6 +48,8 @@ class SchedulerTransport(Protocol):
     def keep_running(self, ticket: Ticket) -> None: ...
 
     def update_metrics(self, backend_name: str, metrics: BackendMetrics) -> None: ...
+
+    def cache_events(self, backend_name: str, events: Iterable[CacheEvent]) -> None: ...
 
     def configure(
         self, config: SchedulerConfig | None = None, backends: Iterable[BackendConfig] | None = None

@@ -81,6 +81,9 @@ class Completion:
                 self.key, self.req, gw.routes(), gw.reservations, self.request_id
             )
             self.draft.band = admission.band
+            blocks = await gw.token_blocks(self.req, self.request_id)
+            if blocks is not None:
+                self.req.prefix_blocks = blocks
             ticket = self.ticket = submit(gw.scheduler, self._job(admission.band))
             if self.req.stream or not self.relay.sink.needs_start:
                 self.reporter = asyncio.ensure_future(self._report_while_queued())

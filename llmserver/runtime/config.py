@@ -30,6 +30,7 @@ class BackendSpec:
     capacity: int | None
     priority_scheduling: bool
     preemption: bool = False
+    kv_events_endpoint: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,9 @@ class GatewayConfig:
     tenant_prices: dict[int, dict[str, tuple[float, float]]] = field(default_factory=dict)
     # the cost unit and token weights of fair share, as the admin's fair-share policy says
     cost: CostPolicy = field(default_factory=CostPolicy)
+    # public model name -> (backend, its model name) whose /tokenize keys the model's prompts,
+    # for pools with a backend that publishes its KV cache events (their blocks are tokens)
+    tokenize_via: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
@@ -60,6 +64,7 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
             capacity=b.capacity,
             priority_scheduling=b.priority_scheduling,
             preemption=b.preemption,
+            kv_events_endpoint=b.kv_events_endpoint,
         )
         for b in Backend.objects.filter(enabled=True)
     }
@@ -104,7 +109,23 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
         prices_in_force(routes),
         {tenant: prices_in_force(routes, tenant) for tenant in own},
         cost_policy(conf),
+        tokenize_via(backends, routes),
     )
+
+
+def tokenize_via(
+    backends: dict[str, BackendSpec], routes: dict[str, dict[str, str]]
+) -> dict[str, tuple[str, str]]:
+    """Per model whose pool has a backend publishing KV cache events: the first such backend
+    (by name) and its model name. Every backend of a pool serves the same model, so any one's
+    tokenizer keys the prompt for all of them."""
+    out: dict[str, tuple[str, str]] = {}
+    for model, pool in routes.items():
+        for name in sorted(pool):
+            if backends[name].kv_events_endpoint:
+                out[model] = (name, pool[name])
+                break
+    return out
 
 
 def cost_policy(conf: GatewaySettings) -> CostPolicy:

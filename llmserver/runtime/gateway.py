@@ -16,11 +16,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from llmserver.backends.kv_events import KvEventSubscriber
 from llmserver.backends.llamacpp import read_capacity
 from llmserver.backends.metrics import MetricsPoller
-from llmserver.backends.upstream import UpstreamClient
+from llmserver.backends.upstream import BackendError, UpstreamClient
 from llmserver.cluster.transport import SchedulerTransport
 from llmserver.conf import GatewaySettings, gateway_settings
 from llmserver.runtime import notices
@@ -38,10 +39,12 @@ from scheduling import (
     SchedulerConfig,
     SchedulerService,
     SchedulerSnapshot,
+    token_block_hashes,
 )
 from tenants.models import BackendKind
 
 if TYPE_CHECKING:
+    from llmserver.api.validation import CompletionRequest
     from llmserver.cluster.node import ClusterScheduler
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,8 @@ RECENT_TTFT_KEPT = 10_000
 # How often the cached keys are checked against the database, so that a key revoked by another
 # process stops working within about this long (one indexed query over the cached ids).
 REVOCATION_INTERVAL = 0.5
+# How long admission waits for a backend's /tokenize before it keys the prompt by characters.
+TOKENIZE_TIMEOUT = 2.0
 
 
 class Gateway:
@@ -92,6 +97,7 @@ class Gateway:
             self.scheduler = SchedulerService(SchedulerConfig(), (), clock)
         self.clients: dict[str, UpstreamClient] = {}
         self._pollers: dict[str, asyncio.Task[None]] = {}
+        self.kv_events: dict[str, tuple[KvEventSubscriber, asyncio.Task[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
         self.draining = False
@@ -129,12 +135,13 @@ class Gateway:
         self.started = True
 
     async def stop(self) -> None:
-        for task in [*self._tasks, *self._pollers.values()]:
+        tasks = [*self._tasks, *self._pollers.values(), *(t for _, t in self.kv_events.values())]
+        for task in tasks:
             task.cancel()
-        for task in [*self._tasks, *self._pollers.values()]:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self._tasks, self._pollers = [], {}
+        self._tasks, self._pollers, self.kv_events = [], {}, {}
         await self.scheduler.stop()
         await self.usage.flush_once()
         for client in self.clients.values():
@@ -187,6 +194,30 @@ class Gateway:
             return CostPolicy(self.settings.cost_unit)
         return self.config.cost
 
+    async def token_blocks(self, req: CompletionRequest, request_id: str) -> tuple[int, ...] | None:
+        """The prompt's token blocks, for a model whose pool has a backend publishing its KV
+        cache events (their blocks are tokens); None elsewhere, or when /tokenize fails (the
+        prompt keeps its character blocks: it is still routed, by the routing history)."""
+        via = self.config.tokenize_via.get(req.model) if self.config is not None else None
+        client = self.clients.get(via[0]) if via is not None else None
+        if via is None or client is None:
+            return None
+        body: dict[str, Any] = {"model": via[1]}
+        if req.kind == "chat":
+            body |= {"messages": req.body.get("messages"), "add_generation_prompt": True}
+        else:
+            body["prompt"] = req.body.get("prompt")
+        try:
+            _, data = await asyncio.wait_for(
+                client.complete("/tokenize", body, request_id=request_id), TOKENIZE_TIMEOUT
+            )
+        except (BackendError, TimeoutError):
+            return None
+        tokens = data.get("tokens")
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            return None
+        return token_block_hashes(tokens)
+
     def routes(self) -> Mapping[str, Mapping[str, str]]:
         """Public model name -> {backend: the backend's model name}, as configured now."""
         return self.config.routes if self.config is not None else {}
@@ -229,6 +260,14 @@ class Gateway:
                 self._pollers[name] = asyncio.get_running_loop().create_task(
                     poller.run(), name=f"poll-{name}"
                 )
+            if spec.kv_events_endpoint:
+                subscriber = KvEventSubscriber(
+                    name, spec.kv_events_endpoint, self.scheduler.cache_events
+                )
+                task = asyncio.get_running_loop().create_task(
+                    subscriber.run(), name=f"kv-events-{name}"
+                )
+                self.kv_events[name] = (subscriber, task)
         for name in set(self.clients) - set(config.backends):
             self._drop_backend(name)
         self.scheduler.configure(config.scheduler, config.scheduler_backends)
@@ -238,6 +277,9 @@ class Gateway:
         poller = self._pollers.pop(name, None)
         if poller is not None:
             poller.cancel()
+        subscribed = self.kv_events.pop(name, None)
+        if subscribed is not None:
+            subscribed[1].cancel()
         client = self.clients.pop(name, None)
         if client is not None:
             # In-flight streams keep their own reference; close once they are done.

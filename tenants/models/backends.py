@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 
@@ -20,6 +20,17 @@ class Backend(models.Model):
     kind = models.CharField(max_length=8, choices=BackendKind.choices, default=BackendKind.VLLM)
     metrics_url = models.URLField(
         blank=True, help_text="Prometheus endpoint; blank: base URL + /metrics (none for openai)."
+    )
+    kv_events_endpoint = models.CharField(
+        max_length=256,
+        blank=True,
+        validators=[RegexValidator(r"^(tcp|ipc)://\S+$", "A ZeroMQ endpoint: tcp://host:port.")],
+        help_text=(
+            "Where the server publishes its KV cache events, as this gateway reaches it, e.g. "
+            "tcp://gpu1:5557 (vLLM: --kv-events-config with enable_kv_cache_events, publisher "
+            "zmq). Prompts for its models are then tokenized by the server's /tokenize and routed "
+            "by what its prefix cache really holds. Blank: by this gateway's routing history."
+        ),
     )
     api_key = models.CharField(max_length=256, blank=True, help_text="Sent upstream as Bearer.")
     enabled = models.BooleanField(default=True)

@@ -1,16 +1,19 @@
 """Prefix-aware routing through the gateway: requests sharing a long prompt prefix, and the turns
 of one conversation, go to the backend that already holds the prefix, even while it is busier
-than the others."""
+than the others; a backend publishing its KV cache events is credited with prefixes cached for
+traffic the gateway never saw."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
-from simulator.launcher import RunningSimulator, start_simulator
+from simulator.launcher import RunningSimulator, free_port, start_simulator
 from tenants.models import ApiKey, AppType, Backend, ModelRoute
 from tests.api.conftest import MODEL, read_all, simulator_metric, start, usage_rows, wait_for
 
@@ -115,3 +118,55 @@ async def test_the_turns_of_a_conversation_follow_it_to_its_backend(
         await reset_gateway()
     alice_rows = [r["backend"] for r in await usage_rows() if r["user"] == "alice"]
     assert alice_rows == [home, home]
+
+
+@pytest.fixture(scope="module")
+def publishing_simulator() -> Iterator[tuple[RunningSimulator, str]]:
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": endpoint}
+    sim = start_simulator(
+        *("--kv-events-config", json.dumps(config), "--model", MODEL, "--speed", "10")
+    )
+    yield sim, endpoint
+    sim.stop()
+
+
+@pytest.fixture
+def publishing_pool(
+    world: dict[str, Any], publishing_simulator: tuple[RunningSimulator, str]
+) -> RunningSimulator:
+    """sim, and sim-z publishing its KV cache events, behind one model."""
+    sim, endpoint = publishing_simulator
+    backend = Backend.objects.create(
+        name="sim-z", base_url=sim.url, kind="vllm", kv_events_endpoint=endpoint
+    )
+    ModelRoute.objects.create(public_name=MODEL, backend=backend)
+    return sim
+
+
+async def test_a_prefix_cached_by_traffic_the_gateway_never_saw_draws_the_request(
+    world: dict[str, Any], publishing_pool: RunningSimulator
+) -> None:
+    """Another client warmed sim-z's cache directly; its KV events say so. Without them the
+    gateway would know nothing of it, and an idle pool's tie goes by name to sim."""
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    sim = publishing_pool
+    messages = asking("What is on my invoice?")
+    gw = await get_gateway()
+    try:
+        await all_ready(gw)
+        core = gw.scheduler.core
+        async with httpx.AsyncClient(base_url=sim.url) as direct:
+            for _ in range(50):  # ZeroMQ delivers only what is sent once the subscriber joined
+                warm = {"model": MODEL, "max_tokens": 1, "messages": messages}
+                (await direct.post("/v1/chat/completions", json=warm)).raise_for_status()
+                await asyncio.sleep(0.1)
+                if core.prefixes.size("sim-z"):
+                    break
+        assert core.prefixes.size("sim-z")
+        status, _, _ = await read_all(await start(world["alice"], body(messages)))
+        assert status == 200
+    finally:
+        await reset_gateway()
+    assert [row["backend"] for row in await usage_rows()] == ["sim-z"]

@@ -82,6 +82,16 @@ def test_add_backend_refuses_a_bad_url(db):
         run("add_backend", "gpu1", "ftp://x")
 
 
+def test_add_backend_sets_where_the_server_publishes_its_kv_events(db):
+    run("add_backend", "gpu1", "http://127.0.0.1:9000", "--kv-events-endpoint", "tcp://gpu1:5557")
+    assert Backend.objects.get(name="gpu1").kv_events_endpoint == "tcp://gpu1:5557"
+
+
+def test_add_backend_refuses_a_kv_events_endpoint_that_is_not_zeromqs(db):
+    with pytest.raises(CommandError, match="ZeroMQ endpoint"):
+        run("add_backend", "gpu1", "http://127.0.0.1:9000", "--kv-events-endpoint", "gpu1:5557")
+
+
 def test_demo_run_twice_prints_the_same_working_keys_and_admin_password(db, tmp_path):
     keys_file = str(tmp_path / "keys.json")
     first = json.loads(run("demo", "--json", "--keys-file", keys_file))

@@ -37,6 +37,11 @@ class Command(BaseCommand):
             "--capacity", type=int, help="Requests the server runs at once (max_num_seqs)."
         )
         parser.add_argument(
+            "--kv-events-endpoint",
+            default="",
+            help="Where the server publishes KV cache events, e.g. tcp://gpu1:5557.",
+        )
+        parser.add_argument(
             "--priority-scheduling",
             action="store_true",
             help="The server schedules by priority (vLLM --scheduling-policy priority).",
@@ -52,6 +57,12 @@ class Command(BaseCommand):
                     raise CommandError(
                         f"{field} {options[field]!r} is not an http(s) URL."
                     ) from None
+        if options["kv_events_endpoint"]:
+            try:
+                for check in Backend._meta.get_field("kv_events_endpoint").validators:
+                    check(options["kv_events_endpoint"])
+            except ValidationError as exc:
+                raise CommandError(f"--kv-events-endpoint: {exc.messages[0]}") from None
         if options["max_in_flight"] < 1:
             raise CommandError("--max-in-flight must be at least 1.")
         with transaction.atomic():
@@ -66,6 +77,7 @@ class Command(BaseCommand):
                     "enabled": not options["disabled"],
                     "priority_scheduling": options["priority_scheduling"],
                     "capacity": options["capacity"],
+                    "kv_events_endpoint": options["kv_events_endpoint"],
                 },
             )
             for spec in options["model"]:
