@@ -29,7 +29,7 @@ from llmserver.runtime.config import GatewayConfig, load_gateway_config
 from llmserver.runtime.db import run_db
 from llmserver.runtime.eta import ServiceTimes
 from llmserver.runtime.keys import KeyCache, unusable_key_ids
-from llmserver.runtime.observability import GatewayMetrics
+from llmserver.runtime.observability import GatewayMetrics, KvEventsCollector
 from llmserver.runtime.ratelimit import sliding_window
 from llmserver.runtime.reservations import reservations
 from llmserver.runtime.usage import UsageWriter
@@ -98,6 +98,9 @@ class Gateway:
         self.clients: dict[str, UpstreamClient] = {}
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self.kv_events: dict[str, tuple[KvEventSubscriber, asyncio.Task[None]]] = {}
+        self.metrics.registry.register(
+            KvEventsCollector(lambda: {name: sub for name, (sub, _) in self.kv_events.items()})
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
         self.draining = False

@@ -7,7 +7,8 @@ collector, so they cost nothing between scrapes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -15,6 +16,9 @@ from prometheus_client.registry import Collector
 
 from llmserver.runtime.usage import UsageWriter
 from scheduling import SchedulerSnapshot
+
+if TYPE_CHECKING:
+    from llmserver.backends.kv_events import KvEventSubscriber
 
 SCRAPED_FIELDS = ("waiting", "running", "kv_cache_usage", "tpot_seconds", "ttft_seconds", "healthy")
 _WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -114,6 +118,26 @@ class SnapshotCollector(Collector):
             "Usage records that could not be written and were dropped.",
             value=self._usage.failed,
         )
+
+
+class KvEventsCollector(Collector):
+    """Per backend publishing KV cache events: batches heard, missed (sequence gaps) and refused
+    as malformed. Missed or malformed batches mean the prefix index lacks what they said."""
+
+    def __init__(self, subscribers: Callable[[], Mapping[str, KvEventSubscriber]]) -> None:
+        self._subscribers = subscribers
+
+    def collect(self) -> Iterator[Metric]:
+        batches = CounterMetricFamily(
+            "llmserver_kv_event_batches",
+            "KV cache event batches from each backend, by outcome (received, missed, malformed).",
+            labels=["backend", "outcome"],
+        )
+        for name, sub in sorted(self._subscribers().items()):
+            batches.add_metric([name, "received"], sub.received)
+            batches.add_metric([name, "missed"], sub.missed)
+            batches.add_metric([name, "malformed"], sub.malformed)
+        yield batches
 
 
 class GatewayMetrics:

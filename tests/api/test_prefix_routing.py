@@ -167,6 +167,10 @@ async def test_a_prefix_cached_by_traffic_the_gateway_never_saw_draws_the_reques
         assert core.prefixes.size("sim-z")
         status, _, _ = await read_all(await start(world["alice"], body(messages)))
         assert status == 200
+        exposition = gw.metrics.render().decode()
     finally:
         await reset_gateway()
     assert [row["backend"] for row in await usage_rows()] == ["sim-z"]
+    heard = 'llmserver_kv_event_batches_total{backend="sim-z",outcome="received"} '
+    (line,) = [x for x in exposition.splitlines() if x.startswith(heard)]
+    assert float(line.removeprefix(heard)) >= 1
