@@ -47,9 +47,9 @@ class GatewayConfig:
     tenant_prices: dict[int, dict[str, tuple[float, float]]] = field(default_factory=dict)
     # the cost unit and token weights of fair share, as the admin's fair-share policy says
     cost: CostPolicy = field(default_factory=CostPolicy)
-    # public model name -> (backend, its model name) whose /tokenize keys the model's prompts,
-    # for pools with a backend that publishes its KV cache events (their blocks are tokens)
-    tokenize_via: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # public model name -> the backends (with their model name) whose /tokenize can key the
+    # model's prompts, in order: those of its pool publishing KV cache events (blocks in tokens)
+    tokenize_via: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
@@ -115,16 +115,15 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
 
 def tokenize_via(
     backends: dict[str, BackendSpec], routes: dict[str, dict[str, str]]
-) -> dict[str, tuple[str, str]]:
-    """Per model whose pool has a backend publishing KV cache events: the first such backend
-    (by name) and its model name. Every backend of a pool serves the same model, so any one's
+) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Per model whose pool has backends publishing KV cache events: those backends by name,
+    with their model name. Every backend of a pool serves the same model, so any one's
     tokenizer keys the prompt for all of them."""
-    out: dict[str, tuple[str, str]] = {}
+    out: dict[str, tuple[tuple[str, str], ...]] = {}
     for model, pool in routes.items():
-        for name in sorted(pool):
-            if backends[name].kv_events_endpoint:
-                out[model] = (name, pool[name])
-                break
+        via = tuple((n, pool[n]) for n in sorted(pool) if backends[n].kv_events_endpoint)
+        if via:
+            out[model] = via
     return out
 
 

@@ -54,8 +54,10 @@ RECENT_TTFT_KEPT = 10_000
 # How often the cached keys are checked against the database, so that a key revoked by another
 # process stops working within about this long (one indexed query over the cached ids).
 REVOCATION_INTERVAL = 0.5
-# How long admission waits for a backend's /tokenize before it keys the prompt by characters.
+# How long admission waits for a backend's /tokenize before it keys the prompt by characters,
+# and how long a backend whose /tokenize failed is not asked again.
 TOKENIZE_TIMEOUT = 2.0
+TOKENIZE_REST = 10.0
 
 
 class Gateway:
@@ -98,6 +100,7 @@ class Gateway:
         self.clients: dict[str, UpstreamClient] = {}
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self.kv_events: dict[str, tuple[KvEventSubscriber, asyncio.Task[None]]] = {}
+        self._tokenize_rest: dict[str, float] = {}  # backend -> when its /tokenize is asked again
         self.metrics.registry.register(
             KvEventsCollector(lambda: {name: sub for name, (sub, _) in self.kv_events.items()})
         )
@@ -198,10 +201,14 @@ class Gateway:
         return self.config.cost
 
     async def token_blocks(self, req: CompletionRequest, request_id: str) -> tuple[int, ...] | None:
-        """The prompt's token blocks, for a model whose pool has a backend publishing its KV
+        """The prompt's token blocks, for a model whose pool has backends publishing their KV
         cache events (their blocks are tokens); None elsewhere, or when /tokenize fails (the
-        prompt keeps its character blocks: it is still routed, by the routing history)."""
-        via = self.config.tokenize_via.get(req.model) if self.config is not None else None
+        prompt keeps its character blocks: it is still routed, by the routing history). A
+        backend whose /tokenize failed (not a 4xx: the prompt's own fault) rests for
+        TOKENIZE_REST seconds, and the next of the pool's is asked meanwhile."""
+        now = self.clock()
+        candidates = self.config.tokenize_via.get(req.model, ()) if self.config else ()
+        via = next((c for c in candidates if self._tokenize_rest.get(c[0], 0.0) <= now), None)
         client = self.clients.get(via[0]) if via is not None else None
         if via is None or client is None:
             return None
@@ -214,7 +221,10 @@ class Gateway:
             _, data = await asyncio.wait_for(
                 client.complete("/tokenize", body, request_id=request_id), TOKENIZE_TIMEOUT
             )
-        except (BackendError, TimeoutError):
+        except (BackendError, TimeoutError) as exc:
+            status = exc.status if isinstance(exc, BackendError) else None
+            if status is None or status >= 500:
+                self._tokenize_rest[via[0]] = now + TOKENIZE_REST
             return None
         tokens = data.get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from scheduling import token_block_hashes
 from simulator.launcher import RunningSimulator, free_port, start_simulator
 from tenants.models import ApiKey, AppType, Backend, ModelRoute
 from tests.api.conftest import MODEL, read_all, simulator_metric, start, usage_rows, wait_for
@@ -174,3 +175,36 @@ async def test_a_prefix_cached_by_traffic_the_gateway_never_saw_draws_the_reques
     heard = 'llmserver_kv_event_batches_total{backend="sim-z",outcome="received"} '
     (line,) = [x for x in exposition.splitlines() if x.startswith(heard)]
     assert float(line.removeprefix(heard)) >= 1
+
+
+@pytest.fixture
+def dead_publisher_first(publishing_pool: RunningSimulator) -> RunningSimulator:
+    """sim-a, first by name among the pool's publishers, that nothing answers for."""
+    dead = Backend.objects.create(
+        name="sim-a",
+        base_url=f"http://127.0.0.1:{free_port()}",
+        kind="vllm",
+        kv_events_endpoint=f"tcp://127.0.0.1:{free_port()}",
+    )
+    ModelRoute.objects.create(public_name=MODEL, backend=dead)
+    return publishing_pool
+
+
+async def test_prompts_are_tokenized_by_the_next_publisher_while_the_first_one_is_down(
+    dead_publisher_first: RunningSimulator,
+) -> None:
+    from llmserver.api.validation import validate
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    data = {"model": MODEL, "messages": asking("Which plan am I on?"), "max_tokens": 4}
+    req = validate("chat", data, default_max_tokens=16, max_tokens_limit=4096)
+    async with httpx.AsyncClient(base_url=dead_publisher_first.url) as direct:
+        tokenized = await direct.post(
+            "/tokenize", json={"model": MODEL, "messages": data["messages"]}
+        )
+    gw = await get_gateway()
+    try:
+        assert await gw.token_blocks(req, "r1") is None  # sim-a refused the connection
+        assert await gw.token_blocks(req, "r2") == token_block_hashes(tokenized.json()["tokens"])
+    finally:
+        await reset_gateway()
