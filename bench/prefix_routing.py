@@ -15,6 +15,14 @@ max_in_flight = max_num_seqs, so the gateway holds the queue), and each request'
 come from the gateway's own validation; the requests stream from the simulators over HTTP. The
 gateway's HTTP front is not in the loop (its routing decision is this code).
 
+`--ways` may add two more, for KV cache events (`docs/BACKENDS.md`): two independent gateways
+(two schedulers, each with half of every backend's slots, requests alternating between them as
+a load balancer would send them, neither seeing the other's routing):
+
+  two-gateways         prefix-aware, each gateway knowing only what it routed itself
+  two-gateways+events  the same, each also subscribed to all four backends' KV events, prompts
+                       keyed by token blocks from a backend's /tokenize (its round trip counted)
+
 The load: `--tenants` tenants, each with its own system prompt of `--system-tokens` words;
 `--clients` users per tenant; requests arrive open loop (Poisson, `--rate` per second, the
 same seeded sequence for every way), each from a user picked at random, with a short new
@@ -29,6 +37,7 @@ backend) and Jain's index over the tenants' completed requests.
 
     .venv/bin/python bench/prefix_routing.py            # about one minute
     .venv/bin/python bench/prefix_routing.py --json
+    .venv/bin/python bench/prefix_routing.py --ways prefix,two-gateways,two-gateways+events
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ from loadgen import client, counters, has_text, percentile  # noqa: E402
 
 import scheduling.core  # noqa: E402
 from llmserver.api.validation import validate  # noqa: E402
+from llmserver.backends.kv_events import KvEventSubscriber  # noqa: E402
 from scheduling import (  # noqa: E402
     BackendConfig,
     BackendState,
@@ -66,12 +76,14 @@ from scheduling import (  # noqa: E402
     Principal,
     SchedulerConfig,
     SchedulerService,
+    token_block_hashes,
 )
 from scheduling.prefix_index import PrefixIndex  # noqa: E402
-from simulator.launcher import RunningSimulator, start_simulator  # noqa: E402
+from simulator.launcher import RunningSimulator, free_port, start_simulator  # noqa: E402
 
 MODEL = "demo-llama"
 WAYS = ("round-robin", "least-load", "prefix", "prefix+batch")
+EXTRA_WAYS = ("two-gateways", "two-gateways+events")
 
 
 @dataclass
@@ -158,8 +170,17 @@ def round_robin() -> Any:
     return choose
 
 
+async def token_blocks(
+    http: httpx.AsyncClient, url: str, messages: list[dict[str, str]]
+) -> tuple[int, ...]:
+    """As the gateway keys a prompt for a pool publishing KV events: the backend's /tokenize."""
+    body = {"model": MODEL, "messages": messages, "add_generation_prompt": True}
+    response = await http.post(url + "/tokenize", json=body)
+    return token_block_hashes(response.json()["tokens"])
+
+
 async def one_request(
-    service: SchedulerService,
+    services: Sequence[SchedulerService],
     http: httpx.AsyncClient,
     urls: dict[str, str],
     user: User,
@@ -167,10 +188,16 @@ async def one_request(
     args: argparse.Namespace,
     result: Result,
     window: tuple[float, float],
+    tokenized: bool,
 ) -> None:
     messages = user.messages()
     data = {"model": MODEL, "messages": messages, "max_tokens": args.max_tokens, "stream": True}
+    service = services[n % len(services)]  # a load balancer's turns
+    sent = time.monotonic()
     req = validate("chat", data, default_max_tokens=16, max_tokens_limit=4096)
+    if tokenized:
+        names = sorted(urls)
+        req.prefix_blocks = await token_blocks(http, urls[names[n % len(names)]], messages)
     job = Job(
         id=f"r{n}",
         principal=user.principal,
@@ -183,7 +210,6 @@ async def one_request(
         max_concurrent=10_000,
     )
     user.busy = True
-    sent = time.monotonic()
     ticket = service.submit(job)
     backend = await ticket.dispatched()
     ttft, answer = None, []
@@ -212,11 +238,12 @@ async def one_request(
 
 
 async def offer_load(
-    service: SchedulerService,
+    services: Sequence[SchedulerService],
     http: httpx.AsyncClient,
     urls: dict[str, str],
     args: argparse.Namespace,
     result: Result,
+    tokenized: bool,
 ) -> None:
     """Poisson arrivals at `--rate` per second for `--duration` seconds, from users picked at
     random; then wait (bounded) for what is in flight."""
@@ -240,7 +267,9 @@ async def offer_load(
             break
         user = rng.choice(users)
         tasks.append(
-            asyncio.create_task(one_request(service, http, urls, user, n, args, result, window))
+            asyncio.create_task(
+                one_request(services, http, urls, user, n, args, result, window, tokenized)
+            )
         )
         await asyncio.sleep(rng.expovariate(args.rate))
     # Bounded: a scheduler failure or a hopeless backlog must end the run, not hang it.
@@ -252,6 +281,8 @@ async def offer_load(
 
 
 async def run_way(way: str, args: argparse.Namespace) -> Result:
+    gateways = 2 if way.startswith("two-gateways") else 1
+    events = way.endswith("+events")
     sim_args = [
         "--model",
         MODEL,
@@ -263,10 +294,17 @@ async def run_way(way: str, args: argparse.Namespace) -> Result:
         str(args.speed),
     ]
     sims: dict[str, RunningSimulator] = {}
+    endpoints: dict[str, str] = {}
+    listening: list[asyncio.Task[None]] = []
     original = scheduling.core.choose_backend
     try:
         for i in range(4):
-            sims[f"b{i}"] = start_simulator(*sim_args)
+            extra: list[str] = []
+            if events:
+                endpoints[f"b{i}"] = endpoint = f"tcp://127.0.0.1:{free_port()}"
+                config = {"enable_kv_cache_events": True, "endpoint": endpoint}
+                extra = ["--kv-events-config", json.dumps(config)]
+            sims[f"b{i}"] = start_simulator(*sim_args, *extra)
         config = SchedulerConfig(
             gates={},
             affinity_slack=0 if way == "least-load" else args.affinity,
@@ -275,33 +313,37 @@ async def run_way(way: str, args: argparse.Namespace) -> Result:
             prefix_index_blocks=args.cache_blocks * 16 * 7 // 64,
             batch_slack=args.batch_slack if way == "prefix+batch" else 0.0,
         )
+        slots = args.max_num_seqs // gateways  # each gateway is given its share of every backend
         backends = [
             BackendConfig(
-                name,
-                frozenset({MODEL}),
-                max_in_flight=args.max_num_seqs,
-                has_metrics=False,
-                capacity=args.max_num_seqs,
+                name, frozenset({MODEL}), max_in_flight=slots, has_metrics=False, capacity=slots
             )
             for name in sims
         ]
-        service = SchedulerService(config, backends)
+        services = [SchedulerService(config, backends) for _ in range(gateways)]
         if way == "round-robin":
             scheduling.core.choose_backend = round_robin()  # type: ignore[assignment]
-        await service.start()
+        for service in services:
+            await service.start()
+            for name, endpoint in endpoints.items():
+                sub = KvEventSubscriber(name, endpoint, service.cache_events)
+                listening.append(asyncio.create_task(sub.run()))
         result = Result(way)
         urls = {name: sim.url for name, sim in sims.items()}
         async with client() as http:
-            await offer_load(service, http, urls, args, result)
+            await offer_load(services, http, urls, args, result, events)
             for name, sim in sims.items():
                 values = await counters(http, sim.url)
                 queries = values.get("vllm:prefix_cache_queries_total", 0.0)
                 hits = values.get("vllm:prefix_cache_hits_total", 0.0)
                 result.hit_rate[name] = hits / queries if queries else 0.0
-        result.batched = service.core.batched
-        await service.stop()
+        result.batched = sum(service.core.batched for service in services)
+        for service in services:
+            await service.stop()
         return result
     finally:
+        for task in listening:
+            task.cancel()
         scheduling.core.choose_backend = original
         for sim in sims.values():
             sim.stop()
@@ -312,9 +354,9 @@ def fmt(v: float | None, scale: float = 1.0, digits: int = 0) -> str:
 
 
 def report(results: list[dict[str, Any]]) -> str:
-    base = next(r for r in results if r["way"] == "least-load")
+    base = next((r for r in results if r["way"] == "least-load"), results[0])
     lines = [
-        "| way | TTFT p50 ms | TTFT p99 ms | req/s | vs least-load: p50 / req/s "
+        f"| way | TTFT p50 ms | TTFT p99 ms | req/s | vs {base['way']}: p50 / req/s "
         "| hit rate per backend | max/mean load | Jain |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -346,9 +388,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--affinity", type=int, default=8, help="slots a cached prefix is worth")
     parser.add_argument("--batch-slack", type=float, default=8000.0, help="in tokens")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--ways", default=",".join(WAYS), help=f"any of {', '.join(WAYS + EXTRA_WAYS)}"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    results = [asyncio.run(run_way(way, args)).summary() for way in WAYS]
+    ways = [w.strip() for w in args.ways.split(",") if w.strip()]
+    unknown = set(ways) - set(WAYS + EXTRA_WAYS)
+    if unknown:
+        parser.error(f"unknown ways: {', '.join(sorted(unknown))}")
+    results = [asyncio.run(run_way(way, args)).summary() for way in ways]
     print(json.dumps(results, indent=2) if args.json else report(results))
 
 
