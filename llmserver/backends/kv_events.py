@@ -11,7 +11,8 @@ a `type` key (structs without `array_like`). Block hashes are ints or bytes.
 
 Only the device tier counts (`medium` absent, None or "GPU"): blocks offloaded to CPU or disk do
 not make a prefill cheap the way resident ones do. A gap in the sequence numbers is logged and
-counted; the index then lacks what was missed (the routing history still covers it).
+counted; the index then lacks what was missed (the routing history still covers it). A sequence
+number that goes back means the backend restarted: its cache is empty, and the index is cleared.
 """
 
 from __future__ import annotations
@@ -126,10 +127,16 @@ class KvEventSubscriber:
             log.warning("kv events from %s: a message of %d frames", self.name, len(frames))
             return
         seq = int.from_bytes(frames[1], "big")
+        restarted = self._last_seq is not None and seq <= self._last_seq
         if self._last_seq is not None and seq > self._last_seq + 1:
             self.missed += seq - self._last_seq - 1
             log.warning("kv events from %s: missed %d batches", self.name, seq - self._last_seq - 1)
         self._last_seq = seq
+        if restarted:
+            # A publisher numbers its batches from 0: this is a new engine, with an empty cache
+            # (a restarted vLLM says nothing else about the cache its predecessor held).
+            log.warning("kv events from %s: the publisher restarted", self.name)
+            self.apply(self.name, [AllBlocksCleared()])
         try:
             events = decode_batch(frames[2])
         except MalformedBatch as exc:

@@ -106,6 +106,14 @@ def test_the_subscriber_counts_batches_it_missed_and_applies_the_rest() -> None:
     assert got == [BlocksRemoved((1,)), BlocksRemoved((2,))]
 
 
+def test_a_sequence_that_starts_again_clears_what_the_old_engine_held() -> None:
+    sub, got = collecting()
+    sub.handle(frames(5, [["BlockRemoved", [1]]]))
+    sub.handle(frames(0, [["BlockRemoved", [2]]]))
+    assert got == [BlocksRemoved((1,)), AllBlocksCleared(), BlocksRemoved((2,))]
+    assert sub.missed == 0
+
+
 def test_a_malformed_message_is_counted_and_applies_nothing() -> None:
     sub, got = collecting()
     sub.handle([b"", b"\x00" * 8])
