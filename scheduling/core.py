@@ -73,6 +73,7 @@ class Scheduler:
         # Per backend: jobs this `select` holds back to wait for it (their prefix is cached there).
         self._held: Counter[str] = Counter()
         self.batched = 0  # jobs batching pulled forward (outside `totals`: the snapshot's keys)
+        self.queued_jobs = 0  # every lane's queued jobs together
         self.configure(config, backends)
 
     # configuration -------------------------------------------------------------------------
@@ -195,6 +196,7 @@ class Scheduler:
         lane.live += 1
         self._active.setdefault((lane.model, lane.band), set()).add(lane)
         self.principals[lane.principal].queued += 1
+        self.queued_jobs += 1
         if lane.live == 1 or lane.token is None:
             heap.push(lane)
 
@@ -214,6 +216,7 @@ class Scheduler:
         lane.live -= 1
         self._forget_if_idle(lane)
         self.principals[lane.principal].queued -= 1
+        self.queued_jobs -= 1
         return lane
 
     # decisions ------------------------------------------------------------------------------

@@ -156,11 +156,15 @@ class SchedulerService:
     # calls from the gateway -----------------------------------------------------------------
 
     def submit(self, job: Job) -> Ticket:
-        """Queue a job; raises QueueFull or NoBackend synchronously."""
+        """Queue a job; raises QueueFull or NoBackend synchronously. A job alone in the queue
+        gets the step the loop would take next at once: the same decision (nothing else waits
+        for it), without the two loop turns of waking the loop and then the caller."""
         self.core.submit(job, self.clock())
         ticket = Ticket(job, self)
         self._tickets[job.id] = ticket
-        self._poke()
+        if self.core.queued_jobs == 1:
+            self.dispatch_once()
+        self._poke()  # the loop recomputes its next wakeup (a deadline may be new)
         return ticket
 
     def complete(self, ticket: Ticket, real_cost: float | None = None) -> None:

@@ -193,6 +193,7 @@ def test_it_gives_every_submitted_job_exactly_one_outcome(ops: list[tuple]) -> N
     assert run.double_outcomes == 0
     assert set(run.outcome) == run.submitted
     assert not run.s.entries
+    assert run.s.queued_jobs == 0
 
 
 @FAST

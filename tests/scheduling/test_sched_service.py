@@ -30,14 +30,18 @@ async def test_it_resolves_a_ticket_with_the_chosen_backend() -> None:
     assert await ticket.dispatched() == "b1"
 
 
-async def test_it_dispatches_from_the_loop_when_a_job_arrives() -> None:
+def test_a_job_alone_in_the_queue_is_dispatched_by_submit_itself() -> None:
     svc, _ = service()
-    await svc.start()
-    try:
-        ticket = svc.submit(job())
-        assert await asyncio.wait_for(ticket.dispatched(), 2.0) == "b1"
-    finally:
-        await svc.stop()
+    assert svc.submit(job()).backend == "b1"  # no loop turn: the loop is not even started
+
+
+def test_a_job_behind_others_waits_for_the_loop() -> None:
+    svc, _ = service(plain(max_in_flight=1))
+    svc.submit(job())
+    svc.submit(job())
+    third = svc.submit(job())
+    assert third.backend is None
+    assert svc.core.queued_jobs == 2
 
 
 async def test_it_wakes_the_loop_on_new_metrics() -> None:
@@ -136,12 +140,15 @@ async def test_it_does_not_step_again_until_something_happens() -> None:
     svc.submit(job())
     await svc.start()
     try:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        settled = svc.steps
         for _ in range(20):
             await asyncio.sleep(0)
-        assert svc.steps == 1
+        assert svc.steps == settled
         svc.update_metrics("b1", fresh())
         for _ in range(5):
             await asyncio.sleep(0)
-        assert svc.steps == 2
+        assert svc.steps == settled + 1
     finally:
         await svc.stop()
