@@ -164,13 +164,16 @@ class SchedulerService:
         self._tickets[job.id] = ticket
         if self.core.queued_jobs == 1:
             self.dispatch_once()
-        self._poke()  # the loop recomputes its next wakeup (a deadline may be new)
+        if ticket.backend is None:
+            self._poke()  # it waits: the loop takes it from here (and its deadline)
         return ticket
 
     def complete(self, ticket: Ticket, real_cost: float | None = None) -> None:
+        """The slot is free; the loop is woken only if a queued job may take it."""
         self.core.complete(ticket.job.id, real_cost)
         self._tickets.pop(ticket.job.id, None)
-        self._poke()
+        if self.core.queued_jobs:
+            self._poke()
 
     def cancel(self, ticket: Ticket, real_cost: float | None = None) -> None:
         """Queued: never dispatched. Dispatched: slot released. Unknown/finished: no-op."""

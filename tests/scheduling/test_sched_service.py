@@ -152,3 +152,18 @@ async def test_it_does_not_step_again_until_something_happens() -> None:
         assert svc.steps == settled + 1
     finally:
         await svc.stop()
+
+
+async def test_a_request_that_never_waits_never_wakes_the_loop() -> None:
+    svc = CountingService(SchedulerConfig(), [plain()], clock=FakeClock())
+    await svc.start()
+    try:
+        await asyncio.sleep(0)
+        settled = svc.steps
+        ticket = svc.submit(job())
+        svc.complete(ticket, 1.0)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert svc.steps == settled + 1  # the one step submit took itself
+    finally:
+        await svc.stop()
