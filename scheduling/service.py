@@ -157,8 +157,11 @@ class SchedulerService:
 
     def submit(self, job: Job) -> Ticket:
         """Queue a job; raises QueueFull or NoBackend synchronously. A job alone in the queue
-        gets the step the loop would take next at once: the same decision (nothing else waits
-        for it), without the two loop turns of waking the loop and then the caller."""
+        gets the step the loop would take next at once, without the two loop turns of waking
+        the loop and then the caller: nothing else waits, so the decision is the loop's, except
+        that of jobs arriving in the same instant (one read of a cluster leader's stream) with
+        one slot left, the first takes it rather than the least served. Fair share orders
+        backlogs; an empty queue has none."""
         self.core.submit(job, self.clock())
         ticket = Ticket(job, self)
         self._tickets[job.id] = ticket
