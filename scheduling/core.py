@@ -389,6 +389,24 @@ class Scheduler:
         self.entries[job.id] = entry
         self._take_slot(entry, lane, state)
 
+    def adopt_paused(self, job: Job, now: float) -> None:
+        """Take over a job that a scheduler now gone paused to make room and had not resumed:
+        as `preempted` left it, at the head of its lane, never expiring (its client has had
+        part of its answer). Raises NoBackend if no backend serves its model any more and
+        ValueError for a job id already live."""
+        if job.id in self.entries:
+            raise ValueError(f"job id {job.id!r} is already live")
+        if not self._pools.get(job.model):
+            raise NoBackend(f"no backend serves model {job.model!r}")
+        self.principals.setdefault(job.principal, PrincipalState())
+        if job.enqueued_at is None:
+            job.enqueued_at = now
+        entry = Entry(job=job, seq=next(self._seq))
+        entry.preempted = True
+        self.entries[job.id] = entry
+        lane = self._lane(job.model, job.band, job.principal, job.within_principal)
+        self._enqueue(entry, lane, front=True, lift=False)
+
     # outcomes -------------------------------------------------------------------------------
 
     def complete(self, job_id: str, real_cost: float | None = None) -> None:

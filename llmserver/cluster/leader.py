@@ -71,9 +71,15 @@ class LeaderService(SchedulerService):
         self._tickets[job.id] = Ticket(job, self)
         self._poke()
 
-    def adopt_queued(self, job: Job, waited: float, excluded: Iterable[str]) -> None:
-        """A job queued under an earlier leader, keeping the time it has already waited."""
-        self.core.submit(job, self.clock() - waited)
+    def adopt_queued(
+        self, job: Job, waited: float, excluded: Iterable[str], paused: bool = False
+    ) -> None:
+        """A job queued under an earlier leader, keeping the time it has already waited; one
+        that leader paused to make room goes back to the head of its lane and never expires."""
+        if paused:
+            self.core.adopt_paused(job, self.clock() - waited)
+        else:
+            self.core.submit(job, self.clock() - waited)
         self.core.entries[job.id].excluded.update(excluded)
         self._tickets[job.id] = Ticket(job, self)
         self._poke()
@@ -188,7 +194,12 @@ class Leader:
                     job, body["backend"], None if resumed is None else float(resumed)
                 )
             else:
-                self.service.adopt_queued(job, float(body["waited"]), body.get("excluded", ()))
+                self.service.adopt_queued(
+                    job,
+                    float(body["waited"]),
+                    body.get("excluded", ()),
+                    bool(body.get("paused")),
+                )
         except QueueFull as exc:
             self._refuse(job.id, wire.QUEUE_FULL, exc.retry_after)
         except (NoBackend, KeyError):

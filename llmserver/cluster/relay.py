@@ -175,6 +175,8 @@ class Relay:
                 body["backend"] = ticket.backend
                 if ticket.resumed_at is not None:
                     body["resumed"] = now - ticket.resumed_at
+            elif ticket.resuming:
+                body["paused"] = True
             self._send(wire.REGISTER, body)
 
     # the loops ------------------------------------------------------------------------------

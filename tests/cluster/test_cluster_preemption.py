@@ -4,6 +4,8 @@ relay's answer (paused, or kept running) reaches the leader."""
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import replace
 
 from cluster_helpers import die, job, needs_redis, two_members, until
 
@@ -46,5 +48,28 @@ async def test_a_resumed_job_keeps_its_protection_when_the_leader_changes(prefix
         await until(lambda: again.job.id in second.local.core.entries)
         await asyncio.sleep(0.5)  # several of the new leader's steps with `again` waiting
         assert not batch.evict_requested
+    finally:
+        await second.stop()
+
+
+async def test_a_paused_job_past_its_deadline_resumes_under_the_next_leader(prefix: str) -> None:
+    """Paused after its queue deadline (its client has part of its answer), it never expires:
+    the new leader takes it back as paused, not as an ordinary queued job long overdue."""
+    first, second = await two_members(prefix, max_in_flight=1, preemption=True)
+    try:
+        batch = second.submit(
+            replace(job("alice", band=2, preemptible=True), deadline=time.monotonic() + 1.0)
+        )
+        await batch.dispatched()
+        urgent = second.submit(job("bob", band=0, preempt_after=0.0))
+        await until(lambda: batch.evict_requested)
+        second.preempted(batch, 1.0)
+        await urgent.dispatched()
+        await asyncio.sleep(1.2)  # past the paused job's deadline
+        await die(first)
+        await until(lambda: second.leading)
+        await until(lambda: batch.job.id in second.local.core.entries)
+        second.complete(urgent, 1.0)
+        assert await asyncio.wait_for(batch.dispatched(), 5.0) == "b1"
     finally:
         await second.stop()

@@ -32,3 +32,20 @@ def test_an_adopted_job_is_charged_to_its_principal() -> None:
     for queued in (bob_first, bob_second, alice_next):
         s.submit(queued, 0.0)
     assert ids(s.select(0.0)) == [bob_first.id, bob_second.id, alice_next.id]
+
+
+def test_a_paused_job_adopted_from_an_old_leader_goes_first_in_its_lane() -> None:
+    s = scheduler(plain(max_in_flight=1), within_principal="sjf")
+    longer = job(ALICE, estimated_output_tokens=500)
+    shorter = job(ALICE, estimated_output_tokens=10)
+    s.submit(shorter, 0.0)
+    s.adopt_paused(longer, 0.0)
+    assert ids(s.select(0.0)) == [longer.id]
+
+
+def test_a_paused_job_adopted_from_an_old_leader_never_expires() -> None:
+    s = scheduler(plain(max_in_flight=0))
+    paused = job(ALICE, deadline=5.0)
+    s.adopt_paused(paused, 0.0)
+    assert s.dispatch_once(10.0).expired == []
+    assert s.entries[paused.id].state == "queued"
