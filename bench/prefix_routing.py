@@ -21,7 +21,8 @@ a load balancer would send them, neither seeing the other's routing):
 
   two-gateways         prefix-aware, each gateway knowing only what it routed itself
   two-gateways+events  the same, each also subscribed to all four backends' KV events, prompts
-                       keyed by token blocks from a backend's /tokenize (its round trip counted)
+                       keyed by token blocks as the gateway keys them (a chat's shared start
+                       from a backend's /tokenize once, then from memory; round trips counted)
 
 The load: `--tenants` tenants, each with its own system prompt of `--system-tokens` words;
 `--clients` users per tenant; requests arrive open loop (Poisson, `--rate` per second, the
@@ -69,6 +70,11 @@ from loadgen import client, counters, has_text, percentile  # noqa: E402
 import scheduling.core  # noqa: E402
 from llmserver.api.validation import validate  # noqa: E402
 from llmserver.backends.kv_events import KvEventSubscriber  # noqa: E402
+from llmserver.runtime.prompt_tokens import (  # noqa: E402
+    SharedStarts,
+    shared_start_key,
+    tokenize_request,
+)
 from scheduling import (  # noqa: E402
     BackendConfig,
     BackendState,
@@ -171,12 +177,20 @@ def round_robin() -> Any:
 
 
 async def token_blocks(
-    http: httpx.AsyncClient, url: str, messages: list[dict[str, str]]
+    http: httpx.AsyncClient, url: str, body: dict[str, Any], starts: SharedStarts
 ) -> tuple[int, ...]:
-    """As the gateway keys a prompt for a pool publishing KV events: the backend's /tokenize."""
-    body = {"model": MODEL, "messages": messages, "add_generation_prompt": True}
-    response = await http.post(url + "/tokenize", json=body)
-    return token_block_hashes(response.json()["tokens"])
+    """As the gateway keys a prompt for a pool publishing KV events (`Gateway.token_blocks`):
+    the chat's shared start from memory, else from the backend's /tokenize."""
+    key = shared_start_key(MODEL, "chat", body)
+    if key is not None and (known := starts.get(key)) is not None:
+        return known
+    request = tokenize_request("chat", MODEL, body, shared=key is not None)
+    response = await http.post(url + "/tokenize", json=request)
+    blocks = token_block_hashes(response.json()["tokens"])
+    if key is not None:
+        blocks = blocks[:-1]
+        starts.put(key, blocks)
+    return blocks
 
 
 async def one_request(
@@ -188,16 +202,17 @@ async def one_request(
     args: argparse.Namespace,
     result: Result,
     window: tuple[float, float],
-    tokenized: bool,
+    starts: list[SharedStarts] | None,
 ) -> None:
     messages = user.messages()
     data = {"model": MODEL, "messages": messages, "max_tokens": args.max_tokens, "stream": True}
     service = services[n % len(services)]  # a load balancer's turns
     sent = time.monotonic()
     req = validate("chat", data, default_max_tokens=16, max_tokens_limit=4096)
-    if tokenized:
+    if starts is not None:  # each gateway remembers the starts it tokenized
         names = sorted(urls)
-        req.prefix_blocks = await token_blocks(http, urls[names[n % len(names)]], messages)
+        url = urls[names[n % len(names)]]
+        req.prefix_blocks = await token_blocks(http, url, data, starts[n % len(services)])
     job = Job(
         id=f"r{n}",
         principal=user.principal,
@@ -258,6 +273,7 @@ async def offer_load(
         for t in range(args.tenants)
         for c in range(args.clients)
     ]
+    starts = [SharedStarts() for _ in services] if tokenized else None
     start = time.monotonic()
     window = (start + args.warmup, start + args.duration)
     tasks = []
@@ -268,7 +284,7 @@ async def offer_load(
         user = rng.choice(users)
         tasks.append(
             asyncio.create_task(
-                one_request(services, http, urls, user, n, args, result, window, tokenized)
+                one_request(services, http, urls, user, n, args, result, window, starts)
             )
         )
         await asyncio.sleep(rng.expovariate(args.rate))

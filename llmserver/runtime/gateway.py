@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llmserver.backends.kv_events import KvEventSubscriber
 from llmserver.backends.llamacpp import read_capacity
@@ -30,6 +30,7 @@ from llmserver.runtime.db import run_db
 from llmserver.runtime.eta import ServiceTimes
 from llmserver.runtime.keys import KeyCache, unusable_key_ids
 from llmserver.runtime.observability import GatewayMetrics, KvEventsCollector
+from llmserver.runtime.prompt_tokens import SharedStarts, shared_start_key, tokenize_request
 from llmserver.runtime.ratelimit import sliding_window
 from llmserver.runtime.reservations import reservations
 from llmserver.runtime.usage import UsageWriter
@@ -101,6 +102,7 @@ class Gateway:
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self.kv_events: dict[str, tuple[KvEventSubscriber, asyncio.Task[None]]] = {}
         self._tokenize_rest: dict[str, float] = {}  # backend -> when its /tokenize is asked again
+        self.shared_starts = SharedStarts()
         self.metrics.registry.register(
             KvEventsCollector(lambda: {name: sub for name, (sub, _) in self.kv_events.items()})
         )
@@ -201,22 +203,24 @@ class Gateway:
         return self.config.cost
 
     async def token_blocks(self, req: CompletionRequest, request_id: str) -> tuple[int, ...] | None:
-        """The prompt's token blocks, for a model whose pool has backends publishing their KV
-        cache events (their blocks are tokens); None elsewhere, or when /tokenize fails (the
-        prompt keeps its character blocks: it is still routed, by the routing history). A
-        backend whose /tokenize failed (not a 4xx: the prompt's own fault) rests for
-        TOKENIZE_REST seconds, and the next of the pool's is asked meanwhile."""
+        """The prompt's leading token blocks, for a model whose pool has backends publishing
+        their KV cache events (their blocks are tokens): a chat's shared start from memory when
+        it was tokenized before (`llmserver.runtime.prompt_tokens`). None elsewhere, or when
+        /tokenize fails (the prompt keeps its character blocks: it is still routed, by the
+        routing history). A backend whose /tokenize failed (not a 4xx: the prompt's own fault)
+        rests for TOKENIZE_REST seconds, and the next of the pool's is asked meanwhile."""
         now = self.clock()
         candidates = self.config.tokenize_via.get(req.model, ()) if self.config else ()
+        if not candidates:
+            return None
+        key = shared_start_key(req.model, req.kind, req.body)
+        if key is not None and (known := self.shared_starts.get(key)) is not None:
+            return known
         via = next((c for c in candidates if self._tokenize_rest.get(c[0], 0.0) <= now), None)
         client = self.clients.get(via[0]) if via is not None else None
         if via is None or client is None:
             return None
-        body: dict[str, Any] = {"model": via[1]}
-        if req.kind == "chat":
-            body |= {"messages": req.body.get("messages"), "add_generation_prompt": True}
-        else:
-            body["prompt"] = req.body.get("prompt")
+        body = tokenize_request(req.kind, via[1], req.body, shared=key is not None)
         try:
             _, data = await asyncio.wait_for(
                 client.complete("/tokenize", body, request_id=request_id), TOKENIZE_TIMEOUT
@@ -229,7 +233,11 @@ class Gateway:
         tokens = data.get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
             return None
-        return token_block_hashes(tokens)
+        blocks = token_block_hashes(tokens)
+        if key is not None:
+            blocks = blocks[:-1]  # it may straddle into the last message
+            self.shared_starts.put(key, blocks)
+        return blocks
 
     def routes(self) -> Mapping[str, Mapping[str, str]]:
         """Public model name -> {backend: the backend's model name}, as configured now."""

@@ -198,13 +198,35 @@ async def test_prompts_are_tokenized_by_the_next_publisher_while_the_first_one_i
 
     data = {"model": MODEL, "messages": asking("Which plan am I on?"), "max_tokens": 4}
     req = validate("chat", data, default_max_tokens=16, max_tokens_limit=4096)
+    start = {"model": MODEL, "messages": data["messages"][:-1]}
     async with httpx.AsyncClient(base_url=dead_publisher_first.url) as direct:
-        tokenized = await direct.post(
-            "/tokenize", json={"model": MODEL, "messages": data["messages"]}
-        )
+        tokenized = (await direct.post("/tokenize", json=start)).json()["tokens"]
     gw = await get_gateway()
     try:
         assert await gw.token_blocks(req, "r1") is None  # sim-a refused the connection
-        assert await gw.token_blocks(req, "r2") == token_block_hashes(tokenized.json()["tokens"])
+        assert await gw.token_blocks(req, "r2") == token_block_hashes(tokenized)[:-1]
+    finally:
+        await reset_gateway()
+
+
+async def test_a_chats_shared_start_is_tokenized_once(
+    dead_publisher_first: RunningSimulator,
+) -> None:
+    """The system prompt's blocks come from memory for the next question: no round trip, so
+    they are there even while no publisher answers."""
+    from llmserver.api.validation import validate
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    def chat(question: str) -> Any:
+        data = {"model": MODEL, "messages": asking(question), "max_tokens": 4}
+        return validate("chat", data, default_max_tokens=16, max_tokens_limit=4096)
+
+    gw = await get_gateway()
+    try:
+        await gw.token_blocks(chat("first"), "r1")  # sim-a is down: it rests from now on
+        known = await gw.token_blocks(chat("second"), "r2")  # sim-z's answer, remembered
+        assert known
+        gw._tokenize_rest["sim-z"] = gw.clock() + 60  # nobody to ask any more
+        assert await gw.token_blocks(chat("third"), "r3") == known
     finally:
         await reset_gateway()

@@ -1,0 +1,69 @@
+"""The token blocks of a prompt's shared start, for pools whose backends publish KV cache events.
+
+Those pools key prompts by token blocks (`scheduling.token_block_hashes`), and tokens come from a
+backend's `/tokenize`: a round trip per request, which on a busy backend costs more than the
+routing gains (docs/BENCHMARKS.md, "KV cache events"). What routing matches is a prompt's shared
+start: for a chat, the messages before its last (the system prompt, the conversation so far).
+A chat template renders messages one after another, so those messages' tokens begin the whole
+prompt's; their blocks less the last (which may straddle into the next message) are the whole
+prompt's leading blocks. They are asked for once and remembered, keyed by a hash of the model and
+the messages, so a tenant's system prompt costs one round trip rather than one per request. A
+completion's prompt, or a chat of one message, is tokenized whole each time. A template that
+does not render messages one after another (one that folds the system prompt into the first user
+turn) gives a start that is not the prompt's: such a pool's prompts then match nothing, and are
+routed by load as if nothing were cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from typing import Any
+
+
+class SharedStarts:
+    """An LRU of shared starts' token blocks, bounded by the blocks it holds in all."""
+
+    def __init__(self, max_blocks: int = 262_144) -> None:
+        self.max_blocks = max_blocks
+        self._blocks: OrderedDict[bytes, tuple[int, ...]] = OrderedDict()
+        self._held = 0
+
+    def get(self, key: bytes) -> tuple[int, ...] | None:
+        found = self._blocks.get(key)
+        if found is not None:
+            self._blocks.move_to_end(key)
+        return found
+
+    def put(self, key: bytes, blocks: tuple[int, ...]) -> None:
+        old = self._blocks.pop(key, None)
+        self._held -= len(old) if old is not None else 0
+        self._blocks[key] = blocks
+        self._held += len(blocks)
+        while self._held > self.max_blocks and self._blocks:
+            _, gone = self._blocks.popitem(last=False)
+            self._held -= len(gone)
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+
+def shared_start_key(model: str, kind: str, body: dict[str, Any]) -> bytes | None:
+    """What a request's shared start is remembered by (the public model name and the messages
+    before the last), or None when it has none: a completion, or a chat of one message."""
+    messages = body.get("messages")
+    if kind != "chat" or not isinstance(messages, list) or len(messages) < 2:
+        return None
+    raw = json.dumps([model, messages[:-1]], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(raw.encode(), digest_size=16).digest()
+
+
+def tokenize_request(kind: str, model: str, body: dict[str, Any], shared: bool) -> dict[str, Any]:
+    """The `/tokenize` request for `model` (the backend's name for it): the shared start alone,
+    or the whole prompt."""
+    if kind == "chat" and shared:
+        return {"model": model, "messages": body["messages"][:-1], "add_generation_prompt": False}
+    if kind == "chat":
+        return {"model": model, "messages": body.get("messages"), "add_generation_prompt": True}
+    return {"model": model, "prompt": body.get("prompt")}
