@@ -21,6 +21,8 @@ backend, oldest out, so that events it never hears the end of cannot grow it wit
 from __future__ import annotations
 
 import hashlib
+import struct
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -55,53 +57,67 @@ CacheEvent = BlocksStored | BlocksRemoved | AllBlocksCleared
 
 def _next(parent: int | None, tokens: Sequence[int]) -> int:
     seed = _SEED if parent is None else parent.to_bytes(8, "big")
-    raw = b"".join(t.to_bytes(4, "big", signed=True) for t in tokens)
+    raw = struct.pack(f">{len(tokens)}i", *tokens)
     return int.from_bytes(hashlib.blake2b(seed + raw, digest_size=8).digest(), "big")
+
+
+def _advance(
+    last: int | None, pending: tuple[int, ...], tokens: Sequence[int]
+) -> tuple[int | None, tuple[int, ...], tuple[int, ...]]:
+    """The chain after `tokens`: its last full block, the tokens since, the blocks completed."""
+    run = (*pending, *tokens) if pending else tokens
+    full = len(run) // TOKEN_BLOCK * TOKEN_BLOCK
+    completed = []
+    for start in range(0, full, TOKEN_BLOCK):
+        last = _next(last, run[start : start + TOKEN_BLOCK])
+        completed.append(last)
+    return last, tuple(run[full:]), tuple(completed)
 
 
 def token_block_hashes(token_ids: Sequence[int]) -> tuple[int, ...]:
     """Chained hashes of the full `TOKEN_BLOCK`-token blocks at the start of a prompt (at most
     MAX_BLOCKS): hash i covers token_ids[: (i + 1) * TOKEN_BLOCK]."""
-    out: list[int] = []
-    last: int | None = None
-    for start in range(
-        0, min(len(token_ids) // TOKEN_BLOCK, MAX_BLOCKS) * TOKEN_BLOCK, TOKEN_BLOCK
-    ):
-        last = _next(last, token_ids[start : start + TOKEN_BLOCK])
-        out.append(last)
-    return tuple(out)
+    return _advance(None, (), token_ids[: MAX_BLOCKS * TOKEN_BLOCK])[2]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Place:
     """Where the chain stands at the end of one engine block: the gateway's last full block,
-    the tokens since it, and the gateway blocks this engine block completed."""
+    the tokens since it, the gateway blocks this engine block completed, and how many copies
+    of it the engine holds (vLLM may cache one hash in several blocks, stored and evicted one
+    by one: `BlockHashToBlockMap` in `vllm/v1/core/block_pool.py`)."""
 
     last: int | None
     pending: tuple[int, ...]
     completed: tuple[int, ...]
+    copies: int = 1
 
 
 @dataclass(slots=True)
 class EngineCacheMirror:
-    """Per backend, each cached engine block's place in the gateway's chain."""
+    """Per backend, each cached engine block's place in the gateway's chain, least recently
+    stored or built upon first."""
 
     limit: int = 262_144
-    _places: dict[str, dict[EngineHash, _Place]] = field(default_factory=dict)
-    skipped: int = 0  # stored blocks whose parent was unknown
+    _places: dict[str, OrderedDict[EngineHash, _Place]] = field(default_factory=dict)
+    skipped: int = 0  # stored blocks that could not be placed: unknown parent, or malformed
 
     def apply(
         self, backend: str, events: Iterable[CacheEvent], index: PrefixIndex, now: float
     ) -> None:
-        places = self._places.setdefault(backend, {})
+        places = self._places.setdefault(backend, OrderedDict())
         for event in events:
             if isinstance(event, BlocksStored):
-                self._stored(backend, places, event, index, now)
+                self._stored(backend, places, event, index)
             elif isinstance(event, BlocksRemoved):
                 for h in event.engine_hashes:
-                    gone = places.pop(h, None)
-                    if gone is not None:
-                        index.remove(backend, gone.completed)
+                    place = places.get(h)
+                    if place is None:
+                        continue
+                    place.copies -= 1
+                    if place.copies <= 0:
+                        del places[h]
+                        index.remove(backend, place.completed)
             else:
                 places.clear()
                 index.clear(backend)
@@ -109,34 +125,37 @@ class EngineCacheMirror:
     def _stored(
         self,
         backend: str,
-        places: dict[EngineHash, _Place],
+        places: OrderedDict[EngineHash, _Place],
         event: BlocksStored,
         index: PrefixIndex,
-        now: float,
     ) -> None:
+        size = event.block_size
+        if len(event.token_ids) != len(event.engine_hashes) * size:
+            self.skipped += len(event.engine_hashes)  # tokens that cannot be told apart by block
+            return
         if event.parent is None:
             place = _Place(None, (), ())
         elif (found := places.get(event.parent)) is not None:
             place = found
+            places.move_to_end(event.parent)  # built upon: a hot root stays
         else:
             self.skipped += len(event.engine_hashes)
             return
-        size = event.block_size
-        new: list[int] = []
+        held: list[int] = []
         for i, h in enumerate(event.engine_hashes):
-            last, pending = place.last, place.pending
-            completed: list[int] = []
-            for token in event.token_ids[i * size : (i + 1) * size]:
-                pending += (token,)
-                if len(pending) == TOKEN_BLOCK:
-                    last, pending = _next(last, pending), ()
-                    completed.append(last)
-            place = _Place(last, pending, tuple(completed))
-            places[h] = place
-            new += completed
+            known = places.get(h)
+            if known is not None:  # another copy of a block it holds
+                known.copies += 1
+                places.move_to_end(h)
+                place = known
+            else:
+                tokens = event.token_ids[i * size : (i + 1) * size]
+                place = _Place(*_advance(place.last, place.pending, tokens))
+                places[h] = place
+            held += place.completed
         while len(places) > self.limit:
-            del places[next(iter(places))]
-        index.record(backend, new, now)
+            places.popitem(last=False)
+        index.hold(backend, held)
 
     def forget(self, keep: set[str]) -> None:
         """Drop backends no longer configured."""

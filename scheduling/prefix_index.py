@@ -20,6 +20,7 @@ blocks (`token_block_hashes`) rather than character blocks: the pool's prompts a
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,11 +76,28 @@ class PrefixIndex:
             return
         seen = self._seen.setdefault(backend, OrderedDict())
         for h in reversed(blocks):
-            seen[h] = now
+            if seen.get(h) != math.inf:  # held by the backend's own word: no ageing
+                seen[h] = now
             seen.move_to_end(h)
         while len(seen) > self.block_budget:
             seen.popitem(last=False)
         while seen and now - next(iter(seen.values())) > self.ttl:
+            seen.popitem(last=False)
+
+    def hold(self, backend: str, blocks: Sequence[int]) -> None:
+        """The backend's own cache events say it holds these blocks: they do not age out (the
+        events report their eviction), and ones new to the index come least recent of all, the
+        tail first, so past the budget they go before what was routed, as the engine evicts a
+        chain's tail first. A later dispatch of them makes them recent as `record` does."""
+        if not blocks:
+            return
+        seen = self._seen.setdefault(backend, OrderedDict())
+        for h in blocks:
+            fresh = h not in seen
+            seen[h] = math.inf
+            if fresh:
+                seen.move_to_end(h, last=False)
+        while len(seen) > self.block_budget:
             seen.popitem(last=False)
 
     def remove(self, backend: str, blocks: Iterable[int]) -> None:

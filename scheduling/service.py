@@ -109,6 +109,7 @@ class SchedulerService:
         self._tickets: dict[str, Ticket] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.immediate = True  # see `submit`
 
     # lifecycle ------------------------------------------------------------------------------
 
@@ -156,16 +157,17 @@ class SchedulerService:
     # calls from the gateway -----------------------------------------------------------------
 
     def submit(self, job: Job) -> Ticket:
-        """Queue a job; raises QueueFull or NoBackend synchronously. A job alone in the queue
-        gets the step the loop would take next at once, without the two loop turns of waking
-        the loop and then the caller: nothing else waits, so the decision is the loop's, except
-        that of jobs arriving in the same instant (one read of a cluster leader's stream) with
-        one slot left, the first takes it rather than the least served. Fair share orders
-        backlogs; an empty queue has none."""
+        """Queue a job; raises QueueFull or NoBackend synchronously. With `immediate`, a job
+        alone in the queue gets the step the loop would take next at once, without the two
+        loop turns of waking the loop and then the caller. The decision differs from the
+        loop's only for jobs that arrive together while slots are free: each takes one as it
+        comes, where a loop that ran after all of them would have ordered them by account.
+        Once a queue forms, the loop decides. A cluster leader, which takes in a burst of
+        submissions at once, sets `immediate` off."""
         self.core.submit(job, self.clock())
         ticket = Ticket(job, self)
         self._tickets[job.id] = ticket
-        if self.core.queued_jobs == 1:
+        if self.immediate and self.core.queued_jobs == 1:
             self.dispatch_once()
         if ticket.backend is None:
             self._poke()  # it waits: the loop takes it from here (and its deadline)

@@ -1,13 +1,17 @@
 """KV cache events on the wire, as vLLM publishes them with `--kv-events-config`.
 
 `vllm/distributed/kv_events.py`: `KVEventsConfig` (`enable_kv_cache_events`, `publisher`
-"zmq", `endpoint` "tcp://*:5557" that the PUB socket binds, `topic`); `ZmqEventPublisher` sends
-each batch as three frames, the topic, the sequence number as 8 big-endian bytes and the msgpack
-encoding of a `KVEventBatch`; the structs are msgspec's, array-like and tagged, so a batch is
-`[ts, [["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id,
-medium], ["BlockRemoved", block_hashes, medium], ...]]`. The engine publishes one batch per step
-that changed the cache (`EngineCore` after `scheduler.update_from_output`). Not modelled: the
-replay socket (`replay_endpoint`) and the high-water mark.
+"zmq", `endpoint` "tcp://*:5557", `topic`); `ZmqEventPublisher` sends each batch as three
+frames, the topic, the sequence number as 8 big-endian bytes and the msgpack encoding of a
+`KVEventBatch`. The batch struct is array-like (`[ts, events]`); the events are tagged msgspec
+structs encoded as maps with a `type` key (current vLLM; earlier versions and SGLang encode them
+as arrays, which the gateway reads too). The engine publishes one batch per step that changed
+the cache (`EngineCore` after `scheduler.update_from_output`).
+
+Not modelled: the replay socket (`replay_endpoint`) and the high-water mark. One deviation:
+vLLM binds the endpoint only when it holds a wildcard (`*`, `::`) or is ipc/inproc, and
+otherwise connects to it (a proxy's); the simulator always binds, so that tests can bind
+127.0.0.1 alone. Give a real vLLM `tcp://*:5557`.
 """
 
 from __future__ import annotations
@@ -22,16 +26,17 @@ import zmq
 from simulator.prefix_cache import CacheEvent, Stored
 
 
-class BlockStored(msgspec.Struct, array_like=True, omit_defaults=True, tag=True):
+class BlockStored(msgspec.Struct, omit_defaults=True, tag=True):
     block_hashes: list[bytes]
     parent_block_hash: bytes | None
     token_ids: list[int]
     block_size: int
     lora_id: int | None
     medium: str | None
+    lora_name: str | None = None
 
 
-class BlockRemoved(msgspec.Struct, array_like=True, omit_defaults=True, tag=True):
+class BlockRemoved(msgspec.Struct, omit_defaults=True, tag=True):
     block_hashes: list[bytes]
     medium: str | None
 

@@ -10,13 +10,15 @@ block_size, lora_id, medium, ...]`, `["BlockRemoved", block_hashes, medium, ...]
 a `type` key (structs without `array_like`). Block hashes are ints or bytes.
 
 Only the device tier counts (`medium` absent, None or "GPU"): blocks offloaded to CPU or disk do
-not make a prefill cheap the way resident ones do. A gap in the sequence numbers is logged and
+not make a prefill cheap the way resident ones do. Blocks cached for a LoRA adapter (`lora_id`,
+`lora_name`) serve only that adapter's prompts, and are left out too. A gap in the sequence numbers is logged and
 counted; the index then lacks what was missed (the routing history still covers it). A sequence
 number that goes back means the backend restarted: its cache is empty, and the index is cleared.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,8 +30,10 @@ import zmq.asyncio
 from scheduling import AllBlocksCleared, BlocksRemoved, BlocksStored, CacheEvent
 
 log = logging.getLogger(__name__)
+RETRY_SECONDS = 5.0
 
 _DEVICE = (None, "GPU")
+_TOKEN_MIN, _TOKEN_MAX = -(2**31), 2**31 - 1
 # Each event's fields in array order, after its tag (vLLM's struct order; later fields ignored).
 _FIELDS = {
     "BlockStored": (
@@ -39,6 +43,7 @@ _FIELDS = {
         "block_size",
         "lora_id",
         "medium",
+        "lora_name",
     ),
     "BlockRemoved": ("block_hashes", "medium"),
     "AllBlocksCleared": (),
@@ -83,13 +88,15 @@ def decode_batch(payload: bytes) -> list[CacheEvent]:
         tag, f = _fields(raw)
         if tag == "AllBlocksCleared":
             events.append(AllBlocksCleared())
-        elif f.get("medium") not in _DEVICE:
-            continue
+        elif f.get("medium") not in _DEVICE or f.get("lora_id") or f.get("lora_name"):
+            continue  # offloaded, or an adapter's blocks: no use to the base model's prompts
         elif tag == "BlockStored":
             tokens, size = f.get("token_ids"), f.get("block_size")
             parent = f.get("parent_block_hash")
-            if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
-                raise MalformedBatch("token_ids must be a list of ints")
+            if not isinstance(tokens, list) or not all(
+                isinstance(t, int) and _TOKEN_MIN <= t <= _TOKEN_MAX for t in tokens
+            ):
+                raise MalformedBatch("token_ids must be a list of 32-bit ints")
             if not isinstance(size, int) or size < 1:
                 raise MalformedBatch("block_size must be a positive int")
             if parent is not None and not isinstance(parent, int | bytes):
@@ -136,7 +143,7 @@ class KvEventSubscriber:
             # A publisher numbers its batches from 0: this is a new engine, with an empty cache
             # (a restarted vLLM says nothing else about the cache its predecessor held).
             log.warning("kv events from %s: the publisher restarted", self.name)
-            self.apply(self.name, [AllBlocksCleared()])
+            self._apply([AllBlocksCleared()])
         try:
             events = decode_batch(frames[2])
         except MalformedBatch as exc:
@@ -145,16 +152,31 @@ class KvEventSubscriber:
             return
         self.received += 1
         if events:
+            self._apply(events)
+
+    def _apply(self, events: list[CacheEvent]) -> None:
+        """A batch the scheduler could not take is logged and counted, never the end of the
+        subscription."""
+        try:
             self.apply(self.name, events)
+        except Exception:
+            self.malformed += 1
+            log.exception("kv events from %s: a batch could not be applied", self.name)
 
     async def run(self) -> None:
+        """Subscribe until cancelled; an endpoint ZeroMQ refuses is logged and tried again
+        every RETRY_SECONDS (an operator may fix it in the admin meanwhile)."""
         context = zmq.asyncio.Context.instance()
-        socket = context.socket(zmq.SUB)
-        socket.setsockopt(zmq.LINGER, 0)
-        socket.setsockopt(zmq.SUBSCRIBE, self.topic)
-        socket.connect(self.endpoint)
-        try:
-            while True:
-                self.handle(await socket.recv_multipart())
-        finally:
-            socket.close()
+        while True:
+            socket = context.socket(zmq.SUB)
+            try:
+                socket.setsockopt(zmq.LINGER, 0)
+                socket.setsockopt(zmq.SUBSCRIBE, self.topic)
+                socket.connect(self.endpoint)
+                while True:
+                    self.handle(await socket.recv_multipart())
+            except zmq.ZMQError as exc:
+                log.warning("kv events from %s at %s: %s", self.name, self.endpoint, exc)
+            finally:
+                socket.close()
+            await asyncio.sleep(RETRY_SECONDS)

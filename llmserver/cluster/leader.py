@@ -54,6 +54,8 @@ class LeaderService(SchedulerService):
     ) -> None:
         super().__init__(config, backends, clock)
         self.on_step: Callable[[Step], None] | None = None
+        # Submissions arrive in bursts (one read of the stream): the loop orders each burst.
+        self.immediate = False
 
     def dispatch_once(self) -> Step:
         step = super().dispatch_once()

@@ -35,6 +35,7 @@ from llmserver.runtime.ratelimit import sliding_window
 from llmserver.runtime.reservations import reservations
 from llmserver.runtime.usage import UsageWriter
 from scheduling import (
+    AllBlocksCleared,
     CostPolicy,
     OutputLengths,
     SchedulerConfig,
@@ -59,6 +60,8 @@ REVOCATION_INTERVAL = 0.5
 # and how long a backend whose /tokenize failed is not asked again.
 TOKENIZE_TIMEOUT = 2.0
 TOKENIZE_REST = 10.0
+# Answers that say the backend has no /tokenize at all (not the prompt's fault): it rests too.
+NO_TOKENIZE = (404, 405, 501)
 
 
 class Gateway:
@@ -208,14 +211,15 @@ class Gateway:
         it was tokenized before (`llmserver.runtime.prompt_tokens`). None elsewhere, or when
         /tokenize fails (the prompt keeps its character blocks: it is still routed, by the
         routing history). A backend whose /tokenize failed (not a 4xx: the prompt's own fault)
-        rests for TOKENIZE_REST seconds, and the next of the pool's is asked meanwhile."""
+        rests for TOKENIZE_REST seconds, and the next of the pool's is asked meanwhile. A prompt
+        too short to fill a block keeps its character blocks."""
         now = self.clock()
         candidates = self.config.tokenize_via.get(req.model, ()) if self.config else ()
         if not candidates:
             return None
         key = shared_start_key(req.model, req.kind, req.body)
         if key is not None and (known := self.shared_starts.get(key)) is not None:
-            return known
+            return known or None
         via = next((c for c in candidates if self._tokenize_rest.get(c[0], 0.0) <= now), None)
         client = self.clients.get(via[0]) if via is not None else None
         if via is None or client is None:
@@ -227,8 +231,8 @@ class Gateway:
             )
         except (BackendError, TimeoutError) as exc:
             status = exc.status if isinstance(exc, BackendError) else None
-            if status is None or status >= 500:
-                self._tokenize_rest[via[0]] = now + TOKENIZE_REST
+            if status is None or status >= 500 or status in NO_TOKENIZE:
+                self._tokenize_rest[via[0]] = self.clock() + TOKENIZE_REST
             return None
         tokens = data.get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
@@ -237,7 +241,7 @@ class Gateway:
         if key is not None:
             blocks = blocks[:-1]  # it may straddle into the last message
             self.shared_starts.put(key, blocks)
-        return blocks
+        return blocks or None  # too short to fill a block: the character blocks stay
 
     def routes(self) -> Mapping[str, Mapping[str, str]]:
         """Public model name -> {backend: the backend's model name}, as configured now."""
@@ -249,6 +253,16 @@ class Gateway:
         for name, spec in config.backends.items():
             if old.get(name) == spec and name in self.clients:
                 continue
+            # Another setting changed: the same event stream is kept (a new subscription would
+            # miss, uncounted, what is published while it joins). A stream changed or gone:
+            # what it said the backend holds can no longer be taken back, so it is forgotten.
+            before = old.get(name)
+            same_stream = (
+                before is not None and before.kv_events_endpoint == spec.kv_events_endpoint
+            )
+            kept = self.kv_events.pop(name, None) if same_stream else None
+            if before is not None and before.kv_events_endpoint and not same_stream:
+                self.scheduler.cache_events(name, [AllBlocksCleared()])
             self._drop_backend(name)
             client = UpstreamClient(
                 spec.base_url,
@@ -281,7 +295,9 @@ class Gateway:
                 self._pollers[name] = asyncio.get_running_loop().create_task(
                     poller.run(), name=f"poll-{name}"
                 )
-            if spec.kv_events_endpoint:
+            if kept is not None:
+                self.kv_events[name] = kept
+            elif spec.kv_events_endpoint:
                 subscriber = KvEventSubscriber(
                     name, spec.kv_events_endpoint, self.scheduler.cache_events
                 )

@@ -22,6 +22,10 @@ from collections import OrderedDict
 from typing import Any
 
 
+def _weight(blocks: tuple[int, ...]) -> int:
+    return max(1, len(blocks))  # an entry holds memory even without blocks
+
+
 class SharedStarts:
     """An LRU of shared starts' token blocks, bounded by the blocks it holds in all."""
 
@@ -38,32 +42,44 @@ class SharedStarts:
 
     def put(self, key: bytes, blocks: tuple[int, ...]) -> None:
         old = self._blocks.pop(key, None)
-        self._held -= len(old) if old is not None else 0
+        self._held -= _weight(old) if old is not None else 0
         self._blocks[key] = blocks
-        self._held += len(blocks)
+        self._held += _weight(blocks)
         while self._held > self.max_blocks and self._blocks:
             _, gone = self._blocks.popitem(last=False)
-            self._held -= len(gone)
+            self._held -= _weight(gone)
 
     def __len__(self) -> int:
         return len(self._blocks)
 
 
+# Request fields a chat template renders besides the messages (vLLM's `ChatCompletionRequest`):
+# a start tokenized without them would not be the start of what the engine runs.
+TEMPLATE_FIELDS = ("tools", "documents", "chat_template", "chat_template_kwargs")
+
+
 def shared_start_key(model: str, kind: str, body: dict[str, Any]) -> bytes | None:
-    """What a request's shared start is remembered by (the public model name and the messages
-    before the last), or None when it has none: a completion, or a chat of one message."""
+    """What a request's shared start is remembered by (the public model name, the messages
+    before the last and what else the template renders), or None when it has none: a
+    completion, or a chat of one message."""
     messages = body.get("messages")
     if kind != "chat" or not isinstance(messages, list) or len(messages) < 2:
         return None
-    raw = json.dumps([model, messages[:-1]], sort_keys=True, separators=(",", ":"), default=str)
+    rendered = [model, messages[:-1], *(body.get(f) for f in TEMPLATE_FIELDS)]
+    raw = json.dumps(rendered, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.blake2b(raw.encode(), digest_size=16).digest()
 
 
 def tokenize_request(kind: str, model: str, body: dict[str, Any], shared: bool) -> dict[str, Any]:
     """The `/tokenize` request for `model` (the backend's name for it): the shared start alone,
-    or the whole prompt."""
-    if kind == "chat" and shared:
-        return {"model": model, "messages": body["messages"][:-1], "add_generation_prompt": False}
-    if kind == "chat":
-        return {"model": model, "messages": body.get("messages"), "add_generation_prompt": True}
-    return {"model": model, "prompt": body.get("prompt")}
+    or the whole prompt, with what else the template renders."""
+    if kind != "chat":
+        return {"model": model, "prompt": body.get("prompt")}
+    out = {f: body[f] for f in TEMPLATE_FIELDS if body.get(f) is not None}
+    if shared:
+        return out | {
+            "model": model,
+            "messages": body["messages"][:-1],
+            "add_generation_prompt": False,
+        }
+    return out | {"model": model, "messages": body.get("messages"), "add_generation_prompt": True}

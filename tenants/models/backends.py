@@ -24,7 +24,12 @@ class Backend(models.Model):
     kv_events_endpoint = models.CharField(
         max_length=256,
         blank=True,
-        validators=[RegexValidator(r"^(tcp|ipc)://\S+$", "A ZeroMQ endpoint: tcp://host:port.")],
+        validators=[
+            RegexValidator(
+                r"^(tcp://[^\s*/]+:\d+|ipc://\S+)$",
+                "A ZeroMQ endpoint to connect to: tcp://host:port (no wildcard), or ipc://path.",
+            )
+        ],
         help_text=(
             "Where the server publishes its KV cache events, as this gateway reaches it, e.g. "
             "tcp://gpu1:5557 (vLLM: --kv-events-config with enable_kv_cache_events, publisher "

@@ -157,15 +157,23 @@ async def test_a_prefix_cached_by_traffic_the_gateway_never_saw_draws_the_reques
     gw = await get_gateway()
     try:
         await all_ready(gw)
-        core = gw.scheduler.core
+        subscriber = gw.kv_events["sim-z"][0]
         async with httpx.AsyncClient(base_url=sim.url) as direct:
-            for _ in range(50):  # ZeroMQ delivers only what is sent once the subscriber joined
-                warm = {"model": MODEL, "max_tokens": 1, "messages": messages}
+
+            async def complete(chat: list[dict[str, str]]) -> None:
+                warm = {"model": MODEL, "max_tokens": 1, "messages": chat}
                 (await direct.post("/v1/chat/completions", json=warm)).raise_for_status()
-                await asyncio.sleep(0.1)
-                if core.prefixes.size("sim-z"):
+
+            # ZeroMQ delivers only what is published once the subscriber has joined, and the
+            # simulator publishes a block once: warm up with new prompts until one is heard.
+            for i in range(50):
+                if subscriber.received:
                     break
-        assert core.prefixes.size("sim-z")
+                await complete([{"role": "user", "content": f"Warm-up number {i}. " * 20}])
+                await asyncio.sleep(0.1)
+            heard_before = subscriber.received
+            await complete(messages)
+            await wait_for(lambda: subscriber.received > heard_before, 5.0)
         status, _, _ = await read_all(await start(world["alice"], body(messages)))
         assert status == 200
         exposition = gw.metrics.render().decode()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import httpx
 import msgspec
@@ -151,6 +151,12 @@ async def ask(url: str, prompt: str) -> list[int]:
         return list(tokens.json()["tokens"])
 
 
+async def until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    async with asyncio.timeout(seconds):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
 async def until_heard(url: str, sub: KvEventSubscriber) -> None:
     """A subscriber hears only what is published after it joined: prompt until it hears."""
     for i in range(50):
@@ -168,10 +174,15 @@ async def test_the_simulator_publishes_the_blocks_it_caches_in_tokenize_ids(
     await until_heard(url, sub)
     got.clear()
     tokens = await ask(url, PROMPT)
-    await asyncio.sleep(0.3)
     mirror, index = EngineCacheMirror(), PrefixIndex()
-    mirror.apply("sim", got, index, 0.0)
-    assert index.matched("sim", token_block_hashes(tokens), 0.0) == len(tokens) // 16
+    full = len(tokens) // 16
+
+    def mirrored_all() -> bool:
+        mirror.apply("sim", got, index, 0.0)
+        got.clear()
+        return index.matched("sim", token_block_hashes(tokens), 0.0) == full
+
+    await until(mirrored_all)
     assert sub.missed == sub.malformed == 0
 
 
@@ -180,10 +191,10 @@ async def test_the_simulator_publishes_what_it_evicts(
 ) -> None:
     url, sub, got = publishing
     await until_heard(url, sub)
-    first = await ask(url, PROMPT)
-    await ask(url, "Something else entirely, and long enough to fill the cache. " * 20)
-    await asyncio.sleep(0.3)
     mirror, index = EngineCacheMirror(), PrefixIndex()
+    first = await ask(url, PROMPT)
+    await until(lambda: any(isinstance(e, BlocksStored) for e in got))
+    await ask(url, "Something else entirely, and long enough to fill the cache. " * 20)
+    await until(lambda: any(isinstance(e, BlocksRemoved) for e in got))
     mirror.apply("sim", got, index, 0.0)
-    assert any(isinstance(e, BlocksRemoved) for e in got)
     assert index.matched("sim", token_block_hashes(first), 0.0) == 0

@@ -42,3 +42,17 @@ def test_memory_is_bounded_by_the_blocks_held_least_recent_out() -> None:
     assert starts.get(b"a") == (1, 2, 3, 4)  # now the most recent
     starts.put(b"c", (9, 10, 11))
     assert (starts.get(b"b"), len(starts)) == (None, 2)
+
+
+def test_what_else_the_template_renders_is_sent_and_keyed() -> None:
+    tools = [{"type": "function", "function": {"name": "lookup"}}]
+    with_tools = {**chat("a"), "tools": tools}
+    assert shared_start_key("m", "chat", with_tools) != shared_start_key("m", "chat", chat("a"))
+    assert tokenize_request("chat", "up", with_tools, shared=True)["tools"] == tools
+
+
+def test_an_entry_without_blocks_still_counts_against_the_bound() -> None:
+    starts = SharedStarts(max_blocks=3)
+    for n in range(10):
+        starts.put(bytes([n]), ())
+    assert len(starts) == 3

@@ -87,9 +87,10 @@ def test_add_backend_sets_where_the_server_publishes_its_kv_events(db):
     assert Backend.objects.get(name="gpu1").kv_events_endpoint == "tcp://gpu1:5557"
 
 
-def test_add_backend_refuses_a_kv_events_endpoint_that_is_not_zeromqs(db):
+@pytest.mark.parametrize("endpoint", ["gpu1:5557", "tcp://*:5557", "tcp://gpu1"])
+def test_add_backend_refuses_a_kv_events_endpoint_it_cannot_connect_to(db, endpoint):
     with pytest.raises(CommandError, match="ZeroMQ endpoint"):
-        run("add_backend", "gpu1", "http://127.0.0.1:9000", "--kv-events-endpoint", "gpu1:5557")
+        run("add_backend", "gpu1", "http://127.0.0.1:9000", "--kv-events-endpoint", endpoint)
 
 
 def test_demo_run_twice_prints_the_same_working_keys_and_admin_password(db, tmp_path):

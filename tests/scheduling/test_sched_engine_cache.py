@@ -105,3 +105,35 @@ def test_a_job_leaves_a_backend_whose_events_say_its_prefix_was_evicted() -> Non
     s.apply_cache_events("b2", [BlocksRemoved(tuple(range(10)))], 1.0)
     s.submit(job(prefix_blocks=blocks), 1.0)
     assert s.select(1.0)[0].backend == "b1"
+
+
+def test_a_block_the_engine_holds_twice_stays_until_its_last_copy_is_evicted() -> None:
+    mirror, index = mirrored(stored(PROMPT, 16))
+    mirror.apply("b1", [BlocksStored((9,), 8, PROMPT[144:160], 16)], index, 0.0)  # a 2nd copy
+    mirror.apply("b1", [BlocksRemoved((9,))], index, 0.0)
+    assert index.matched("b1", token_block_hashes(PROMPT), 0.0) == 10
+    mirror.apply("b1", [BlocksRemoved((9,))], index, 0.0)
+    assert index.matched("b1", token_block_hashes(PROMPT), 0.0) == 9
+
+
+def test_a_stored_event_whose_tokens_do_not_fill_its_blocks_is_skipped() -> None:
+    mirror, index = mirrored([BlocksStored((1, 2), None, PROMPT[:20], 16)])
+    assert (index.size("b1"), mirror.skipped) == (0, 2)
+
+
+def test_what_the_engine_says_it_holds_does_not_age_out() -> None:
+    _, index = mirrored(stored(PROMPT, 16))
+    assert index.matched("b1", token_block_hashes(PROMPT), 10 * index.ttl) == 10
+
+
+def test_past_its_limit_the_mirror_keeps_the_root_that_is_built_upon() -> None:
+    mirror, index = EngineCacheMirror(limit=4), PrefixIndex()
+    root = tuple(range(16))
+    mirror.apply("b1", [BlocksStored((100,), None, root, 16)], index, 0.0)
+    for n in range(6):  # six branches on the same root
+        branch = BlocksStored((200 + n,), 100, tuple(range(1000 * n, 1000 * n + 16)), 16)
+        mirror.apply("b1", [branch], index, 0.0)
+    late = BlocksStored((300,), 100, tuple(range(9000, 9016)), 16)
+    mirror.apply("b1", [late], index, 0.0)
+    assert mirror.skipped == 0
+    assert index.matched("b1", token_block_hashes((*root, *range(9000, 9016))), 0.0) == 2
