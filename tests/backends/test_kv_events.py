@@ -71,6 +71,13 @@ def test_blocks_offloaded_from_the_device_and_unknown_events_are_left_out() -> N
     assert decode_batch(payload) == []
 
 
+def test_blocks_cached_for_an_adapter_are_left_out() -> None:
+    payload = pack([1.5, [["BlockStored", [7], None, [1, 2], 2, 3, "GPU"]]])
+    by_name = {"type": "BlockStored", "block_hashes": [7], "parent_block_hash": None}
+    by_name |= {"token_ids": [1, 2], "block_size": 2, "lora_id": None, "lora_name": "sql"}
+    assert decode_batch(payload) == decode_batch(pack([1.5, [by_name]])) == []
+
+
 @pytest.mark.parametrize(
     "payload",
     [
@@ -82,6 +89,7 @@ def test_blocks_offloaded_from_the_device_and_unknown_events_are_left_out() -> N
         pack([1.5, [["BlockStored", [1], None, ["a", "b"], 2]]]),
         pack([1.5, [["BlockStored", [1], None, [1, 2], 0]]]),
         pack([1.5, [["BlockStored", [1], 2.5, [1, 2], 2]]]),
+        pack([1.5, [["BlockStored", [1], None, [2**31, 2], 2]]]),
     ],
 )
 def test_what_is_not_a_batch_of_events_is_refused(payload: bytes) -> None:
@@ -112,6 +120,25 @@ def test_a_sequence_that_starts_again_clears_what_the_old_engine_held() -> None:
     sub.handle(frames(0, [["BlockRemoved", [2]]]))
     assert got == [BlocksRemoved((1,)), AllBlocksCleared(), BlocksRemoved((2,))]
     assert sub.missed == 0
+
+
+def test_a_batch_the_scheduler_cannot_take_is_counted_not_raised() -> None:
+    def refuse(_: str, __: list[CacheEvent]) -> None:
+        raise RuntimeError("refused")
+
+    sub = KvEventSubscriber("b1", "tcp://127.0.0.1:1", refuse)
+    sub.handle(frames(0, [["BlockRemoved", [1]]]))
+    assert (sub.received, sub.malformed) == (1, 1)
+
+
+async def test_an_endpoint_zeromq_refuses_is_retried_not_the_end() -> None:
+    sub = KvEventSubscriber("b1", "tcp://*:5557", lambda _, __: None)
+    task = asyncio.create_task(sub.run())
+    await asyncio.sleep(0.2)
+    try:
+        assert not task.done()
+    finally:
+        task.cancel()
 
 
 def test_a_malformed_message_is_counted_and_applies_nothing() -> None:
