@@ -4,6 +4,7 @@ priority` and refuses a non-zero priority under `fcfs`; SGLang serves higher fir
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import httpx
 import pytest
@@ -19,10 +20,14 @@ async def _completion_order(
     high_value: int = 0,
     kind: str = "vllm",
 ) -> list[str]:
-    """Occupy the only slot, queue 'low' then 'high'; return the finish order."""
+    """Occupy the only slot, queue 'low' then 'high', free the slot; return the finish order.
+    The blocker is long (minutes of tokens) and hung up once both wait, so that a slow machine
+    cannot let it finish, and 'low' run, before 'low' is seen waiting."""
     url = sim.url
     blocker = asyncio.create_task(
-        client.post(f"{url}/v1/completions", json={"prompt": "block", "max_tokens": 60})
+        client.post(
+            f"{url}/v1/completions", json={"prompt": "block", "max_tokens": 10_000}, timeout=60
+        )
     )
 
     async def one_running() -> bool:
@@ -49,7 +54,10 @@ async def _completion_order(
         return (await read_metrics(client, sim, kind)).waiting == 2
 
     await wait_for(both_waiting)
-    await asyncio.gather(blocker, low, high)
+    blocker.cancel()  # the client hangs up: the simulator aborts it at its next step
+    with contextlib.suppress(asyncio.CancelledError):
+        await blocker
+    await asyncio.gather(low, high)
     return order
 
 
