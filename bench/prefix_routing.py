@@ -82,7 +82,6 @@ from scheduling import (  # noqa: E402
     Principal,
     SchedulerConfig,
     SchedulerService,
-    token_block_hashes,
 )
 from scheduling.prefix_index import PrefixIndex  # noqa: E402
 from simulator.launcher import RunningSimulator, free_port, start_simulator  # noqa: E402
@@ -186,11 +185,7 @@ async def token_blocks(
         return known
     request = tokenize_request("chat", MODEL, body, shared=key is not None)
     response = await http.post(url + "/tokenize", json=request)
-    blocks = token_block_hashes(response.json()["tokens"])
-    if key is not None:
-        blocks = blocks[:-1]
-        starts.put(key, blocks)
-    return blocks
+    return starts.learn(key, response.json()["tokens"])
 
 
 async def one_request(

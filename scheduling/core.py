@@ -632,10 +632,10 @@ class Scheduler:
         if state is not None:
             state.record_scrape(metrics)
 
-    def apply_cache_events(self, backend: str, events: Iterable[CacheEvent], now: float) -> None:
+    def apply_cache_events(self, backend: str, events: Iterable[CacheEvent]) -> None:
         """What the backend's prefix cache stored and evicted, as it published (KV events)."""
         if backend in self.backends:
-            self.engine_caches.apply(backend, events, self.prefixes, now)
+            self.engine_caches.apply(backend, events, self.prefixes)
 
     def next_wakeup(self) -> float | None:
         """The next time a clock-driven change (expiry, aging, a waiter's `preempt_after`) can

@@ -15,7 +15,8 @@ completes, recorded in the `PrefixIndex`; an eviction removes them again; a clea
 clears the backend. A stored block whose parent the mirror never saw (stored before the gateway
 subscribed, or in a batch it missed) cannot be placed in the chain and is skipped: the
 gateway's routing history still covers it. The mirror keeps at most `limit` engine blocks per
-backend, oldest out, so that events it never hears the end of cannot grow it without bound.
+backend, the least recently stored or built upon out first, so that events it never hears the
+end of cannot grow it without bound.
 """
 
 from __future__ import annotations
@@ -102,9 +103,7 @@ class EngineCacheMirror:
     _places: dict[str, OrderedDict[EngineHash, _Place]] = field(default_factory=dict)
     skipped: int = 0  # stored blocks that could not be placed: unknown parent, or malformed
 
-    def apply(
-        self, backend: str, events: Iterable[CacheEvent], index: PrefixIndex, now: float
-    ) -> None:
+    def apply(self, backend: str, events: Iterable[CacheEvent], index: PrefixIndex) -> None:
         places = self._places.setdefault(backend, OrderedDict())
         for event in events:
             if isinstance(event, BlocksStored):

@@ -219,7 +219,7 @@ class SchedulerService:
         self._poke()
 
     def cache_events(self, backend_name: str, events: Iterable[CacheEvent]) -> None:
-        self.core.apply_cache_events(backend_name, events, self.clock())
+        self.core.apply_cache_events(backend_name, events)
 
     def configure(
         self, config: SchedulerConfig | None = None, backends: Iterable[BackendConfig] | None = None

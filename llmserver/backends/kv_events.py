@@ -11,9 +11,10 @@ a `type` key (structs without `array_like`). Block hashes are ints or bytes.
 
 Only the device tier counts (`medium` absent, None or "GPU"): blocks offloaded to CPU or disk do
 not make a prefill cheap the way resident ones do. Blocks cached for a LoRA adapter (`lora_id`,
-`lora_name`) serve only that adapter's prompts, and are left out too. A gap in the sequence numbers is logged and
-counted; the index then lacks what was missed (the routing history still covers it). A sequence
-number that goes back means the backend restarted: its cache is empty, and the index is cleared.
+`lora_name`) serve only that adapter's prompts, and are left out too. A gap in the sequence
+numbers is logged and counted; the index then lacks what was missed (the routing history still
+covers it). A sequence number that goes back means the backend restarted: its cache is empty,
+and the index is cleared.
 """
 
 from __future__ import annotations
@@ -135,9 +136,10 @@ class KvEventSubscriber:
             return
         seq = int.from_bytes(frames[1], "big")
         restarted = self._last_seq is not None and seq <= self._last_seq
-        if self._last_seq is not None and seq > self._last_seq + 1:
-            self.missed += seq - self._last_seq - 1
-            log.warning("kv events from %s: missed %d batches", self.name, seq - self._last_seq - 1)
+        gap = 0 if self._last_seq is None else seq - self._last_seq - 1
+        if gap > 0:
+            self.missed += gap
+            log.warning("kv events from %s: missed %d batches", self.name, gap)
         self._last_seq = seq
         if restarted:
             # A publisher numbers its batches from 0: this is a new engine, with an empty cache

@@ -41,7 +41,6 @@ from scheduling import (
     SchedulerConfig,
     SchedulerService,
     SchedulerSnapshot,
-    token_block_hashes,
 )
 from tenants.models import BackendKind
 
@@ -237,11 +236,8 @@ class Gateway:
         tokens = data.get("tokens")
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
             return None
-        blocks = token_block_hashes(tokens)
-        if key is not None:
-            blocks = blocks[:-1]  # it may straddle into the last message
-            self.shared_starts.put(key, blocks)
-        return blocks or None  # too short to fill a block: the character blocks stay
+        # Too short to fill a block: the character blocks stay.
+        return self.shared_starts.learn(key, tokens) or None
 
     def routes(self) -> Mapping[str, Mapping[str, str]]:
         """Public model name -> {backend: the backend's model name}, as configured now."""

@@ -19,7 +19,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
+
+from scheduling import token_block_hashes
 
 
 def _weight(blocks: tuple[int, ...]) -> int:
@@ -48,6 +51,16 @@ class SharedStarts:
         while self._held > self.max_blocks and self._blocks:
             _, gone = self._blocks.popitem(last=False)
             self._held -= _weight(gone)
+
+    def learn(self, key: bytes | None, tokens: Sequence[int]) -> tuple[int, ...]:
+        """A prompt's leading blocks from the ids `/tokenize` gave: those of a shared start
+        (`key` given) less its last, which may straddle into the last message, remembered under
+        `key`; those of a whole prompt as they are."""
+        blocks = token_block_hashes(tokens)
+        if key is not None:
+            blocks = blocks[:-1]
+            self.put(key, blocks)
+        return blocks
 
     def __len__(self) -> int:
         return len(self._blocks)

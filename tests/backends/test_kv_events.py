@@ -205,7 +205,7 @@ async def test_the_simulator_publishes_the_blocks_it_caches_in_tokenize_ids(
     full = len(tokens) // 16
 
     def mirrored_all() -> bool:
-        mirror.apply("sim", got, index, 0.0)
+        mirror.apply("sim", got, index)
         got.clear()
         return index.matched("sim", token_block_hashes(tokens), 0.0) == full
 
@@ -223,5 +223,5 @@ async def test_the_simulator_publishes_what_it_evicts(
     await until(lambda: any(isinstance(e, BlocksStored) for e in got))
     await ask(url, "Something else entirely, and long enough to fill the cache. " * 20)
     await until(lambda: any(isinstance(e, BlocksRemoved) for e in got))
-    mirror.apply("sim", got, index, 0.0)
+    mirror.apply("sim", got, index)
     assert index.matched("sim", token_block_hashes(first), 0.0) == 0

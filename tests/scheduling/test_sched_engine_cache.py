@@ -32,7 +32,7 @@ def stored(tokens: tuple[int, ...], block_size: int, first: int = 0) -> list[Cac
 
 def mirrored(events: list[CacheEvent]) -> tuple[EngineCacheMirror, PrefixIndex]:
     mirror, index = EngineCacheMirror(), PrefixIndex()
-    mirror.apply("b1", events, index, 0.0)
+    mirror.apply("b1", events, index)
     return mirror, index
 
 
@@ -64,13 +64,13 @@ def test_an_engine_block_size_other_than_the_gateways_gives_the_same_blocks() ->
 
 def test_an_evicted_block_takes_the_gateway_blocks_it_completed() -> None:
     mirror, index = mirrored(stored(PROMPT, 32))  # engine block 3 completed gateway blocks 6, 7
-    mirror.apply("b1", [BlocksRemoved((3,))], index, 1.0)
+    mirror.apply("b1", [BlocksRemoved((3,))], index)
     assert index.matched("b1", token_block_hashes(PROMPT), 1.0) == 6
 
 
 def test_a_cleared_cache_clears_the_backend() -> None:
     mirror, index = mirrored(stored(PROMPT, 16))
-    mirror.apply("b1", [AllBlocksCleared()], index, 1.0)
+    mirror.apply("b1", [AllBlocksCleared()], index)
     assert index.size("b1") == 0
     assert mirror.size("b1") == 0
 
@@ -86,13 +86,13 @@ def test_the_mirrors_memory_stays_within_its_limit() -> None:
     mirror, index = EngineCacheMirror(limit=50), PrefixIndex()
     for n in range(20):
         tokens = tuple(range(n * 10_000, n * 10_000 + 64))
-        mirror.apply("b1", stored(tokens, 16, first=n * 100), index, 0.0)
+        mirror.apply("b1", stored(tokens, 16, first=n * 100), index)
     assert mirror.size("b1") == 50
 
 
 def test_a_job_follows_a_prefix_the_backend_cached_for_traffic_the_gateway_never_saw() -> None:
     s = scheduler(plain("b1"), plain("b2"))
-    s.apply_cache_events("b2", stored(PROMPT, 16), 0.0)
+    s.apply_cache_events("b2", stored(PROMPT, 16))
     s.submit(job(prefix_blocks=token_block_hashes(PROMPT)), 0.0)
     assert s.select(0.0)[0].backend == "b2"  # an idle pool's tie would have gone to b1
 
@@ -101,18 +101,18 @@ def test_a_job_leaves_a_backend_whose_events_say_its_prefix_was_evicted() -> Non
     s = scheduler(plain("b1"), plain("b2"))
     blocks = token_block_hashes(PROMPT)
     s.prefixes.record("b2", blocks, 0.0)  # the gateway sent it there earlier
-    s.apply_cache_events("b2", stored(PROMPT, 16), 0.0)
-    s.apply_cache_events("b2", [BlocksRemoved(tuple(range(10)))], 1.0)
+    s.apply_cache_events("b2", stored(PROMPT, 16))
+    s.apply_cache_events("b2", [BlocksRemoved(tuple(range(10)))])
     s.submit(job(prefix_blocks=blocks), 1.0)
     assert s.select(1.0)[0].backend == "b1"
 
 
 def test_a_block_the_engine_holds_twice_stays_until_its_last_copy_is_evicted() -> None:
     mirror, index = mirrored(stored(PROMPT, 16))
-    mirror.apply("b1", [BlocksStored((9,), 8, PROMPT[144:160], 16)], index, 0.0)  # a 2nd copy
-    mirror.apply("b1", [BlocksRemoved((9,))], index, 0.0)
+    mirror.apply("b1", [BlocksStored((9,), 8, PROMPT[144:160], 16)], index)  # a 2nd copy
+    mirror.apply("b1", [BlocksRemoved((9,))], index)
     assert index.matched("b1", token_block_hashes(PROMPT), 0.0) == 10
-    mirror.apply("b1", [BlocksRemoved((9,))], index, 0.0)
+    mirror.apply("b1", [BlocksRemoved((9,))], index)
     assert index.matched("b1", token_block_hashes(PROMPT), 0.0) == 9
 
 
@@ -129,11 +129,11 @@ def test_what_the_engine_says_it_holds_does_not_age_out() -> None:
 def test_past_its_limit_the_mirror_keeps_the_root_that_is_built_upon() -> None:
     mirror, index = EngineCacheMirror(limit=4), PrefixIndex()
     root = tuple(range(16))
-    mirror.apply("b1", [BlocksStored((100,), None, root, 16)], index, 0.0)
+    mirror.apply("b1", [BlocksStored((100,), None, root, 16)], index)
     for n in range(6):  # six branches on the same root
         branch = BlocksStored((200 + n,), 100, tuple(range(1000 * n, 1000 * n + 16)), 16)
-        mirror.apply("b1", [branch], index, 0.0)
+        mirror.apply("b1", [branch], index)
     late = BlocksStored((300,), 100, tuple(range(9000, 9016)), 16)
-    mirror.apply("b1", [late], index, 0.0)
+    mirror.apply("b1", [late], index)
     assert mirror.skipped == 0
     assert index.matched("b1", token_block_hashes((*root, *range(9000, 9016))), 0.0) == 2
