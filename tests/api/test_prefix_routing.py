@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -238,3 +239,40 @@ async def test_a_chats_shared_start_is_tokenized_once(
         assert await gw.token_blocks(chat("third"), "r3") == known
     finally:
         await reset_gateway()
+
+
+@pytest.fixture
+def silent_publisher(world: dict[str, Any]) -> Iterator[None]:
+    """sim-s, publishing KV events, whose server takes connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    silent = Backend.objects.create(
+        name="sim-s",
+        base_url=f"http://127.0.0.1:{port}",
+        kind="vllm",
+        kv_events_endpoint=f"tcp://127.0.0.1:{free_port()}",
+    )
+    ModelRoute.objects.create(public_name=MODEL, backend=silent)
+    yield
+    listener.close()
+
+
+async def test_a_client_that_leaves_while_its_prompt_is_tokenized_leaves_one_cancelled_row(
+    world: dict[str, Any], silent_publisher: None
+) -> None:
+    from llmserver.runtime.gateway import get_gateway, reset_gateway
+
+    gw = await get_gateway()
+    try:
+        comm = await start(world["alice"], body(asking("Where is my refund?")))
+        await wait_for(lambda: len(gw.running) == 1, 5.0)
+        await asyncio.sleep(0.3)  # admitted at once; /tokenize at sim-s never answers
+        assert not gw.scheduler.core.entries  # not yet submitted: still tokenizing
+        await comm.send_input({"type": "http.disconnect"})
+        await wait_for(lambda: not gw.running, 5.0)
+    finally:
+        await reset_gateway()
+    [row] = await usage_rows()
+    assert (row["status"], row["completion_tokens"]) == ("cancelled", 0)
