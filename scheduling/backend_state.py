@@ -6,7 +6,8 @@ to decide whether a band's gate is open. Fields are None where the backend does 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 from scheduling.config import BackendConfig
 
@@ -53,6 +54,8 @@ class BackendState:
     # Evictions decided here and not yet confirmed by their relays (the upstream request
     # closed); no other is decided here meanwhile, so evictions never storm.
     evicting: int = 0
+    # When the evictions of the last second were decided, oldest first (their rate is bounded).
+    evicted_at: deque[float] = field(default_factory=deque)
 
     @property
     def name(self) -> str:
@@ -111,6 +114,11 @@ class BackendState:
         if metrics.running and metrics.waiting and last is not None and last.waiting:
             running = max(metrics.running, last.running or 0.0)
             self.learned_capacity = max(self.learned_capacity or 0, int(running))
+
+    def evictions_in_last_second(self, now: float) -> int:
+        while self.evicted_at and self.evicted_at[0] <= now - 1.0:
+            self.evicted_at.popleft()
+        return len(self.evicted_at)
 
     def record_dispatch(self) -> None:
         self.in_flight += 1

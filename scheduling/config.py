@@ -25,7 +25,8 @@ class BackendConfig:
     `capacity` is how many sequences the engine runs at once (vLLM's `max_num_seqs`, llama.cpp's
     slots), set by the operator; None means learn it from the backend's metrics. `preemption`:
     its jobs may be evicted to make room for a waiting job of a higher band or an under-served
-    principal."""
+    principal; once its capacity is known, the gateway then never lets it queue (see
+    `scheduling.gate`)."""
 
     name: str
     models: frozenset[str]
@@ -53,9 +54,16 @@ class SchedulerConfig:
     A band missing from `gates` has no thresholds, only `max_in_flight` (and, for backends with
     metrics, fresh healthy metrics). `aging_seconds` promotes a job one band per period waited;
     it is off by default so batch never adds latency to interactive users. `queue_full_retry_after`
-    is the Retry-After hint carried by `QueueFull`. A running job of the waiter's own band is
-    evicted only while its principal holds more than its fair share of the pool's slots plus
-    `preempt_slack`; a resumed job is not evicted again for `preempt_protect_seconds`.
+    is the Retry-After hint carried by `QueueFull`.
+
+    Preemption (`Scheduler.preempt`) judges by the account dispatch orders by: a running job of
+    the waiter's own band is evicted only where it started ahead of the waiter's turn (its
+    principal's service less its own charge, above the waiter's service) by more than
+    `preempt_slack` times its own charge, a bound on what the eviction costs (the aborted step
+    and the re-prefill of its prompt and what it generated so far). The bounds against thrash:
+    an evicted job, once running again, is not evicted for `preempt_protect_seconds`, nor more
+    than `preempt_max_per_job` times in all; a backend sees at most
+    `preempt_max_per_backend_second` evictions in any second, one at a time.
 
     Backend choice (`scheduling.prefix_index`): a fully cached prompt prefix is worth
     `affinity_slack` slots of extra load; the gateway's index of what each backend was sent holds
@@ -78,3 +86,5 @@ class SchedulerConfig:
     batch_min_blocks: int = 16
     preempt_slack: float = 1.0
     preempt_protect_seconds: float = 5.0
+    preempt_max_per_job: int = 2
+    preempt_max_per_backend_second: int = 4

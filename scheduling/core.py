@@ -182,8 +182,9 @@ class Scheduler:
     def _enqueue(self, entry: Entry, lane: Lane, front: bool, lift: bool = True) -> None:
         heap = self._heap(lane.model, lane.band)
         if lane.live == 0 and lift:
-            # Returning from idle: no banked credit, start level with the least backlogged of
-            # every pool that shares a backend with its own (their accounts are compared).
+            # Returning from idle: no banked credit, start level with what the least served
+            # backlogged principal of every pool sharing a backend with its own (their accounts
+            # are compared) has been served so far, its work in flight not counted as served.
             floor = self._floor(lane.model, lane.band)
             if floor is not None and floor > lane.service:
                 lane.service = floor
@@ -201,13 +202,17 @@ class Scheduler:
             heap.push(lane)
 
     def _floor(self, model: str, band: int) -> float | None:
-        services = [
-            service
+        """The service a lane returning from idle starts with: the least that a principal with
+        work queued or in flight in the band has been served (SFQ's virtual time, every job in
+        flight counted as still to be served). Starting there, a returning light user is behind
+        a flood by the flood's work in flight, so it may preempt; no further: it banked nothing
+        while idle. O(active lanes), paid only by a lane returning from idle."""
+        served = [
+            lane.service - lane.running
             for other in self._neighbours.get(model, (model,))
-            if (heap := self._heaps.get((other, band))) is not None
-            and (service := heap.min_service()) is not None
+            for lane in self._active.get((other, band), ())
         ]
-        return min(services, default=None)
+        return min(served, default=None)
 
     def _unqueue(self, entry: Entry) -> Lane:
         lane = entry.lane
@@ -363,6 +368,8 @@ class Scheduler:
         entry.charged = entry.job.estimated_cost / max(entry.job.weight, 1e-9)
         entry.billed += entry.charged
         lane.service += entry.charged
+        lane.running += entry.charged
+        lane.dispatches += 1
         lane.in_flight += 1
         self.principals[lane.principal].in_flight += 1
         self._active.setdefault((lane.model, lane.band), set()).add(lane)
@@ -461,10 +468,13 @@ class Scheduler:
     def preempt(self, now: float) -> list[Eviction]:
         """Make room where every slot is busy: per (pool, band), each waiting principal whose
         head job has waited past its `preempt_after` (least served first) may evict one running
-        job of a lower band, or of its own band from a principal over its fair share by more
-        than `preempt_slack` (the newest job of the most over-served such principal). Never a
-        job protected after a resume; one eviction at a time per backend, until its relay
-        confirms that the upstream request is closed; one per waiter."""
+        job of a lower band, or of its own band where that job started ahead of the waiter's
+        turn by more than the eviction costs (see `_victim`). The bounds, so evictions never
+        thrash: never a job protected after it ran again, nor one evicted
+        `preempt_max_per_job` times; per backend, one eviction at a time (until its relay
+        confirms that the upstream request is closed) and `preempt_max_per_backend_second` in
+        any second; one per waiter, whose slot the victim does not take back before the
+        waiter's lane has had its next dispatch."""
         self._preempt_due = None
         out: list[Eviction] = []
         for model, band in sorted(self._heaps, key=lambda k: k[1]):
@@ -487,17 +497,20 @@ class Scheduler:
                     break
                 backend = self.backends[victim.backend or ""]
                 victim.evicting = True
+                victim.evictions += 1
                 victim.yield_to = waiter
+                victim.yield_mark = waiter.dispatches
                 backend.evicting += 1
+                backend.evicted_at.append(now)
                 self.totals["evicted"] += 1
                 out.append(Eviction(victim.job.id, backend.name))
         return out
 
     def _waiters(self, heap: BandHeap, now: float) -> Iterator[Lane]:
-        """Lanes whose head job may preempt now, fewest running jobs first (the order of
-        `_victim`'s own test, so once one waiter finds no victim no later one can), then least
-        served; notes when one may later."""
-        for lane in sorted(heap.lanes(), key=lambda x: (x.in_flight, x.service)):
+        """Lanes whose head job may preempt now, least served first (the order of `_victim`'s
+        own test: a waiter with more service has no victim that one with less lacks, its own
+        jobs included, so once one finds none no later one can); notes when one may later."""
+        for lane in sorted(heap.lanes(), key=lambda x: x.service):
             head = lane.queue.peek()
             if head is None or self.principals[lane.principal].in_flight >= head.job.max_concurrent:
                 continue
@@ -511,9 +524,20 @@ class Scheduler:
                 self._preempt_due = due
 
     def _victim(self, waiter: Lane, pool: list[BackendState], now: float) -> Entry | None:
-        names = {s.name for s in pool if s.config.preemption and not s.evicting}
-        protect = self.config.preempt_protect_seconds
-        fair = self._fair_slots(waiter.model, waiter.band, pool)
+        """The job to evict for `waiter`'s head: of the lowest band below the waiter's if any
+        runs, else of its own band and model where the job started ahead of the waiter's turn
+        by more than `preempt_slack` times its charge. A job's start is bounded above by its
+        principal's service less its charge (what dispatch ordered it by); among candidates,
+        the newest of the principal with the most service. Under fair share a backlogged
+        principal is never more than one job's charge ahead of another (the least served is
+        dispatched next), so backlogged equals never evict each other: what dispatch gives,
+        preemption does not take back."""
+        c = self.config
+        names = {
+            s.name
+            for s in pool
+            if s.config.preemption and not s.evicting and self._may_evict(s, now)
+        }
         best: tuple[int, float, float] | None = None
         chosen: Entry | None = None
         for entry in self.entries.values():
@@ -524,38 +548,51 @@ class Scheduler:
                 or not entry.job.preemptible
                 or entry.backend not in names
                 or lane is None
-                or (entry.resumed_at is not None and now - entry.resumed_at < protect)
+                or entry.evictions >= c.preempt_max_per_job
+                or (
+                    entry.resumed_at is not None
+                    and now - entry.resumed_at < c.preempt_protect_seconds
+                )
             ):
                 continue
-            if lane.band > waiter.band:
-                over = float(lane.in_flight)
-            elif (
-                lane.band == waiter.band
-                and lane.model == waiter.model
-                and waiter.in_flight < fair
-                and lane.in_flight > fair + self.config.preempt_slack
-            ):
-                over = lane.in_flight - fair
-            else:
+            if lane.band < waiter.band:
                 continue
-            rank = (lane.band, over, entry.dispatched_at)
+            if lane.band == waiter.band:
+                ahead = lane.service - entry.charged - waiter.service
+                if (
+                    lane.model != waiter.model
+                    or lane is waiter
+                    or ahead <= c.preempt_slack * entry.charged
+                ):
+                    continue
+            rank = (lane.band, lane.service, entry.dispatched_at)
             if best is None or rank > best:
                 best, chosen = rank, entry
         return chosen
 
+    def _may_evict(self, backend: BackendState, now: float) -> bool:
+        """Below its evictions-per-second bound; notes when it may evict again if not."""
+        if backend.evictions_in_last_second(now) < self.config.preempt_max_per_backend_second:
+            return True
+        again = backend.evicted_at[0] + 1.0
+        if self._preempt_due is None or again < self._preempt_due:
+            self._preempt_due = again
+        return False
+
     def _yields(self, entry: Entry) -> bool:
-        """An evicted job waits while the lane it was evicted for still has a job waiting to
-        be dispatched, so the slot it gave up is not taken back."""
+        """An evicted job waits while the lane it was evicted for has a job waiting and has not
+        been dispatched since, so the slot it gave up is not taken back; no longer, or a
+        backlogged waiter would hold it back for good."""
         lane = entry.yield_to
-        if lane is not None and lane.token is not None and lane.queue.peek() is not None:
+        if (
+            lane is not None
+            and lane.dispatches == entry.yield_mark
+            and lane.token is not None
+            and lane.queue.peek() is not None
+        ):
             return True
         entry.yield_to = None
         return False
-
-    def _fair_slots(self, model: str, band: int, pool: list[BackendState]) -> float:
-        """One principal's fair share of the pool's slots among those active in the band."""
-        slots = sum(s.capacity or s.config.max_in_flight for s in pool)
-        return slots / (len(self._active.get((model, band), ())) or 1)
 
     def preempted(self, job_id: str, real_cost: float, now: float) -> None:
         """The relay stopped the evicted job, which had generated `real_cost` worth so far: free
@@ -612,6 +649,7 @@ class Scheduler:
                 backend.evicting -= 1
         entry.evicting = False
         lane.in_flight -= 1
+        lane.running = max(0.0, lane.running - entry.charged)
         self._forget_if_idle(lane)
         pstate = self.principals[lane.principal]
         pstate.in_flight -= 1

@@ -35,7 +35,10 @@ def gate_open(
       4. the backend's queue is not below max(max_waiting, 1) ("waiting"): with a known capacity,
          the queue that one more dispatch would leave (exact: our in-flight plus others' load
          beyond the capacity), so 0 or 1 means "never make it queue"; without, the estimate
-         max(0, scraped waiting + dispatched since scrape - completed since scrape);
+         max(0, scraped waiting + dispatched since scrape - completed since scrape). A backend
+         with preemption and a known capacity never queues (the threshold is 1 whatever the
+         band's): the gateway makes room itself, so a job that waits, waits here, where it can
+         preempt, not in the engine's FIFO queue behind work it could have preempted;
       5. the scraped time per output token is not below `max_tpot_seconds` ("tpot");
       6. the scraped KV-cache usage is not below `max_kv_cache_usage` ("kv_cache").
     A metric the backend does not expose (None) does not close the gate.
@@ -49,8 +52,8 @@ def gate_open(
         return health
     m = state.metrics
     assert m is not None  # a healthy backend with metrics has been scraped
-    if thresholds.max_waiting is not None and state.queue_for_gate() >= max(
-        thresholds.max_waiting, 1
+    if thresholds.max_waiting is not None and state.queue_for_gate() >= _waiting_limit(
+        state, thresholds.max_waiting
     ):
         return GateDecision(False, "waiting")
     if (
@@ -66,6 +69,13 @@ def gate_open(
     ):
         return GateDecision(False, "kv_cache")
     return OPEN
+
+
+def _waiting_limit(state: BackendState, max_waiting: int) -> int:
+    """Condition 4's threshold."""
+    if state.config.preemption and state.capacity is not None:
+        return 1
+    return max(max_waiting, 1)
 
 
 def _health(state: BackendState, now: float, stale_after: float) -> GateDecision:

@@ -28,8 +28,9 @@ class Entry:
     `billed` all that its dispatches added, corrected to the real cost when it ends. `evicting`:
     an eviction was decided and its relay has not confirmed yet; `preempted`: it was evicted at
     least once (it then never expires in the queue: its client is already being served);
-    `yield_to`: the lane it was evicted for, which goes first while it still waits;
-    `resumed_at` protects it from another eviction for a while."""
+    `yield_to`: the lane it was evicted for, which goes first until that lane's next dispatch
+    (its `dispatches` count passes `yield_mark`); `resumed_at` protects it from another
+    eviction for a while, and `evictions` counts how often it gave up its slot."""
 
     job: Job
     seq: int
@@ -43,7 +44,9 @@ class Entry:
     evicting: bool = False
     preempted: bool = False
     yield_to: Lane | None = None
+    yield_mark: int = 0
     resumed_at: float | None = None
+    evictions: int = 0
     excluded: set[str] = field(default_factory=set)
 
 
@@ -164,6 +167,8 @@ class Lane:
 
     `token` is the sequence number of the lane's one valid entry in its band heap, or None when
     the lane is not in the heap (idle, blocked at its concurrency limit, or being dispatched).
+    `service` counts every dispatch's charge at once; `running` is the part of it still in
+    flight, so `service - running` is what its principal has been served so far.
     """
 
     model: str
@@ -173,6 +178,8 @@ class Lane:
     live: int = 0
     in_flight: int = 0
     service: float = 0.0
+    running: float = 0.0
+    dispatches: int = 0
     token: int | None = None
     policy: str | None = None  # its first job's `within_principal`; None: the scheduler's
 

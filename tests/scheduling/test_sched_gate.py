@@ -126,3 +126,31 @@ def test_it_still_requires_fresh_metrics_for_a_band_without_gate() -> None:
 def test_it_names_the_inverse_is_saturated() -> None:
     assert is_saturated(state(metrics=fresh(waiting=3)), INTERACTIVE, 0.0, 2.0)
     assert not is_saturated(state(metrics=fresh(waiting=0)), INTERACTIVE, 0.0, 2.0)
+
+
+def preempting(capacity: int | None) -> BackendConfig:
+    return BackendConfig("b1", frozenset({"m"}), capacity=capacity, preemption=True)
+
+
+def test_a_backend_with_preemption_and_a_known_capacity_is_never_made_to_queue() -> None:
+    full = state(preempting(4), fresh(waiting=0, running=0), in_flight=4)
+    assert gate_open(full, INTERACTIVE, 0.0, 2.0).reason == "waiting"
+    assert gate_open(state(preempting(4), fresh(), in_flight=3), INTERACTIVE, 0.0, 2.0).open
+
+
+def test_a_learned_capacity_closes_the_gate_as_a_configured_one_does() -> None:
+    learned = state(preempting(None), fresh(now=0.0, waiting=2, running=4), in_flight=6)
+    learned.record_scrape(fresh(now=0.1, waiting=2, running=4))
+    assert learned.capacity == 4
+    learned.in_flight = 4
+    assert gate_open(learned, INTERACTIVE, 0.1, 2.0).reason == "waiting"
+
+
+def test_without_preemption_the_bands_threshold_lets_the_engine_queue() -> None:
+    config = BackendConfig("b1", frozenset({"m"}), capacity=4, preemption=False)
+    assert gate_open(state(config, fresh(), in_flight=5), INTERACTIVE, 0.0, 2.0).open
+
+
+def test_before_its_capacity_is_known_a_preempting_backend_keeps_the_bands_threshold() -> None:
+    unknown = state(preempting(None), fresh(waiting=2, running=4), in_flight=6)
+    assert gate_open(unknown, INTERACTIVE, 0.0, 2.0).open

@@ -8,7 +8,7 @@ from typing import Any
 
 from sched_helpers import ALICE, BOB, CHARLIE, fresh, ids, job, scheduler
 
-from scheduling import BackendConfig, GateThresholds, Job, Scheduler
+from scheduling import BackendConfig, GateThresholds, Job, Principal, Scheduler
 
 FULL_AT_CAPACITY = {
     0: GateThresholds(max_waiting=1, max_tpot_seconds=None),
@@ -167,7 +167,8 @@ def test_an_evicted_job_resumes_from_the_head_of_its_queue_and_never_expires_the
 
 
 def test_a_resumed_job_is_protected_from_another_eviction():
-    s = pool(capacity=1, preempt_slack=0.0, preempt_protect_seconds=5.0)
+    s = pool(capacity=2, preempt_slack=0.0, preempt_protect_seconds=5.0)
+    s.submit(job(ALICE, preemptible=False, max_concurrent=64), 0.0)  # never a victim
     (victim,) = flood(s, 1)
     s.submit(first := light(), 1.0)
     s.dispatch_once(1.2)
@@ -241,11 +242,77 @@ def test_a_flood_whose_own_queued_jobs_may_preempt_does_not_hide_a_light_waiter(
 
 
 def test_a_job_adopted_from_an_old_leader_keeps_what_is_left_of_its_resume_protection():
-    s = pool(capacity=1, preempt_slack=0.0, preempt_protect_seconds=5.0)
-    victim = job(ALICE, band=1, preemptible=True, max_concurrent=64)
-    s.adopt(victim, "b1", now=10.0, resumed_ago=1.0)  # resumed at 9.0 under the old leader
+    s = pool(capacity=2, preempt_slack=0.0, preempt_protect_seconds=5.0)
+    older, victim = (job(ALICE, band=1, preemptible=True, max_concurrent=64) for _ in range(2))
+    s.adopt(older, "b1", now=9.9, resumed_ago=0.9)  # both resumed at 9.0 under the old leader
+    s.adopt(victim, "b1", now=10.0, resumed_ago=1.0)
     s.submit(light(), 10.0)
     s.update_metrics("b1", fresh(now=13.5, waiting=0, running=1))
     assert s.dispatch_once(13.5).evicted == []
     s.update_metrics("b1", fresh(now=14.1, waiting=0, running=1))
     assert [e.job_id for e in s.dispatch_once(14.1).evicted] == [victim.id]
+
+
+def test_a_light_user_returning_during_a_flood_is_behind_it_by_the_floods_work_in_flight():
+    s = pool(capacity=4)
+    jobs = flood(s, 6, estimated_cost=10.0)  # four run, two wait
+    for done in jobs[:2]:
+        s.complete(done.id)  # 40 charged, 20 of it still in flight
+    s.submit(light(), 1.0)
+    bob = s.lanes[("m", 1, BOB)]
+    assert bob.service == 20.0  # what the flood has been served, not what it was charged
+
+
+def test_backlogged_principals_with_longer_answers_are_not_evicted_for_equals():
+    """Fair share by cost rightly gives the long-answer principal more slots; preemption by the
+    same account leaves them."""
+    s = pool(capacity=4)
+    for _ in range(8):
+        s.submit(job(ALICE, preemptible=True, preempt_after=0.15, estimated_cost=5.0), 0.0)
+        s.submit(job(BOB, preemptible=True, preempt_after=0.15, estimated_cost=1.0), 0.0)
+    s.select(0.0)
+    assert s.dispatch_once(5.0).evicted == []
+
+
+def test_an_evicted_job_yields_only_until_its_waiter_has_had_one_dispatch():
+    s = pool(capacity=2, preempt_slack=0.0)
+    jobs = flood(s, 2, estimated_cost=10.0)
+    waiters = [light(estimated_cost=50.0) for _ in range(3)]  # backlogged, soon ahead
+    for w in waiters:
+        s.submit(w, 1.0)
+    (eviction,) = s.dispatch_once(1.2).evicted
+    s.preempted(eviction.job_id, real_cost=0.0, now=1.21)
+    assert ids(s.select(1.21)) == [waiters[0].id]
+    s.complete(jobs[0].id)
+    assert ids(s.select(1.3)) == [eviction.job_id]  # bob is ahead now: it yields no more
+
+
+def test_a_job_is_evicted_at_most_preempt_max_per_job_times():
+    s = pool(capacity=1, preempt_max_per_job=1, preempt_protect_seconds=0.0)
+    (victim,) = flood(s, 1, estimated_cost=100.0)
+    s.submit(first := light(), 1.0)
+    s.dispatch_once(1.2)
+    s.preempted(victim.id, real_cost=0.0, now=1.2)
+    s.select(1.2)
+    s.complete(first.id)
+    assert ids(s.select(1.3)) == [victim.id]
+    s.submit(light(), 1.4)
+    assert s.dispatch_once(9.0).evicted == []
+
+
+def test_a_backend_sees_at_most_its_evictions_per_second_and_the_scheduler_wakes_after():
+    s = pool(capacity=8, preempt_max_per_backend_second=2)
+    flood(s, 8, estimated_cost=10.0)
+    waiters = [job(p, preempt_after=0.15) for p in (BOB, CHARLIE, Principal("initech", "dave"))]
+    for w in waiters:
+        s.submit(w, 1.0)
+    done = []
+    for t in (1.2, 1.3, 1.4):
+        step = s.dispatch_once(t)
+        for e in step.evicted:
+            s.preempted(e.job_id, real_cost=0.0, now=t)
+            done.append(t)
+    assert done == [1.2, 1.3]
+    assert s.next_wakeup() == 2.2
+    s.update_metrics("b1", fresh(now=2.2, waiting=0, running=8))
+    assert len(s.dispatch_once(2.2).evicted) == 1
