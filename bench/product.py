@@ -479,6 +479,9 @@ def summarise(way: str, run: dict[str, Any]) -> dict[str, Any]:
     out["light"]["ttft"] = {f"p{q}": percentile(ttfts, q) for q in (50, 95, 99)} | {
         "max": max(ttfts) if ttfts else None
     }
+    out["light_timeline"] = sorted(
+        (round(r.sent, 3), round(r.ttft, 3)) for r in results if r.cls == "light" and r.ttft
+    )
     service = {
         s.user: sum(
             r.service()
