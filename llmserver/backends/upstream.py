@@ -20,6 +20,7 @@ connection, whatever the backend kind.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -145,6 +146,11 @@ class UpstreamClient:
         # Made on first use: an aiohttp session belongs to the running event loop.
         self._pooled: aiohttp.ClientSession | None = None
         self._fresh: aiohttp.ClientSession | None = None
+        # Requests under way, so a client replaced by a configuration change closes only once
+        # its last one has ended (`retire`): an admin edit never cuts a stream.
+        self._active = 0
+        self._retired = False
+        self._closing: asyncio.Task[None] | None = None
 
     def sessions(self) -> tuple[aiohttp.ClientSession, aiohttp.ClientSession]:
         """The pooled session, and the retry's own that keeps no idle connection (so a retry
@@ -222,6 +228,26 @@ class UpstreamClient:
         error = _error_from_response(response.status, raw)
         return self._failed(request_id, f"HTTP {response.status}", error)
 
+    @contextlib.contextmanager
+    def _in_use(self) -> Iterator[None]:
+        self._active += 1
+        try:
+            yield
+        finally:
+            self._active -= 1
+            if self._retired and self._active == 0:
+                self._close_soon()
+
+    def retire(self) -> None:
+        """No new request will use this client: close it once the ones under way have ended."""
+        self._retired = True
+        if self._active == 0:
+            self._close_soon()
+
+    def _close_soon(self) -> None:
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_task(self.aclose())
+
     async def complete(
         self,
         path: str,
@@ -229,13 +255,23 @@ class UpstreamClient:
         priority: int | None = None,
         request_id: str | None = None,
     ) -> tuple[int, dict[str, Any]]:
+        with self._in_use():
+            return await self._complete(path, body, priority, request_id)
+
+    async def _complete(
+        self,
+        path: str,
+        body: dict[str, Any],
+        priority: int | None,
+        request_id: str | None,
+    ) -> tuple[int, dict[str, Any]]:
         payload = self._body(body, priority)
         response = await self._open(path, payload, request_id)
         with _closing(response):
             if response.status >= 400:
                 error = await self._status_error(response, request_id)
                 if self._refused_priority(error, payload):
-                    return await self.complete(path, body, request_id=request_id)
+                    return await self._complete(path, body, None, request_id)
                 raise error
             try:
                 raw = await response.read()
@@ -263,6 +299,17 @@ class UpstreamClient:
     ) -> AsyncGenerator[bytes]:
         """Yield the raw SSE bytes as they arrive; closing the generator aborts the request (an
         unfinished response's connection is closed, not pooled)."""
+        with self._in_use():
+            async for chunk in self._stream_chat(path, body, priority, request_id):
+                yield chunk
+
+    async def _stream_chat(
+        self,
+        path: str,
+        body: dict[str, Any],
+        priority: int | None,
+        request_id: str | None,
+    ) -> AsyncGenerator[bytes]:
         payload = self._body(body, priority)
         response = await self._open(path, payload, request_id)
         if response.status >= 400:
@@ -270,7 +317,7 @@ class UpstreamClient:
                 error = await self._status_error(response, request_id)
             if not self._refused_priority(error, payload):
                 raise error
-            async for chunk in self.stream_chat(path, body, request_id=request_id):
+            async for chunk in self._stream_chat(path, body, None, request_id):
                 yield chunk
             return
         with _closing(response):

@@ -315,8 +315,7 @@ class Gateway:
             subscribed[1].cancel()
         client = self.clients.pop(name, None)
         if client is not None:
-            # In-flight streams keep their own reference; close once they are done.
-            asyncio.get_running_loop().create_task(client.aclose())
+            client.retire()  # closed once the requests under way on it have ended
 
     async def _reload_loop(self) -> None:
         while True:
