@@ -133,6 +133,10 @@ class Completion:
             self.reporter.cancel()
         self._observe_service_time()
         self._count_tokens()
+        if self.dispatched_at is None:
+            # Refused, expired or cancelled before any backend saw it: nothing was served, so
+            # nothing is billed; the row (its status and error) still shows the refusal.
+            self.draft.prompt_tokens = self.draft.completion_tokens = 0
         model_label = self.req.model if self.req.model in gw.routes() else "unknown"
         elapsed = time.monotonic() - self.arrived
         gw.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
