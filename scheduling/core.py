@@ -31,6 +31,9 @@ from scheduling.lanes import (
 )
 from scheduling.prefix_index import PrefixIndex, choose_backend
 
+# How long a backend found unreachable stays closed without a healthy scrape (one without
+# metrics is then tried again by the next job).
+UNREACHABLE_SECONDS = 2.0
 TOTAL_KEYS = ("dispatched", "completed", "cancelled", "expired", "rejected", "evicted", "preempted")
 # Gate reasons that mean "every slot is busy", the only case in which preemption makes room.
 _FULL = frozenset({"max_in_flight", "waiting"})
@@ -443,17 +446,27 @@ class Scheduler:
         self.complete(job_id, real_cost)
         return False
 
-    def requeue(self, job_id: str, failed_backend: str) -> None:
+    def requeue(
+        self, job_id: str, failed_backend: str, unreachable_at: float | None = None
+    ) -> None:
         """The backend failed before the first token: release it, refund the charge, put the job
         back at the head of its principal's lane, and never choose `failed_backend` for it again.
-        Raises NoBackend (and drops the job as rejected) when no other backend is left."""
+        Raises NoBackend (and drops the job as rejected) when no other backend is left.
+
+        `unreachable_at`: the backend could not be reached at all (at that time). It is closed
+        to every job for `UNREACHABLE_SECONDS` or until a healthy scrape, and this job is not
+        barred from it: it waits, within its deadline, for the backend to come back, or goes
+        to another of the pool."""
         entry = self._dispatched(job_id)
         self._release(entry)
         lane = entry.lane
         assert lane is not None
         lane.service -= entry.charged
         entry.billed -= entry.charged
-        entry.excluded.add(failed_backend)
+        if unreachable_at is None:
+            entry.excluded.add(failed_backend)
+        elif (state := self.backends.get(failed_backend)) is not None:
+            state.unreachable_until = unreachable_at + UNREACHABLE_SECONDS
         if not any(s.name not in entry.excluded for s in self._pools.get(lane.model, ())):
             self._finish(entry, "rejected")
             raise NoBackend(f"no backend left for model {lane.model!r}")
@@ -488,22 +501,61 @@ class Scheduler:
             ]
             if any(g.open or g.reason not in _FULL for g in gates):
                 continue  # room somewhere, or closed for a reason eviction does not cure
+            waiters = list(self._waiters(heap, now))
+            if waiters:
+                out += self._clear_engine_queues(pool, now)
             served = {e.yield_to for e in self.entries.values() if e.evicting}
-            for waiter in self._waiters(heap, now):
+            for waiter in waiters:
                 if waiter in served:
                     continue
                 victim = self._victim(waiter, pool, now)
                 if victim is None:
                     break
                 backend = self.backends[victim.backend or ""]
-                victim.evicting = True
-                victim.evictions += 1
                 victim.yield_to = waiter
                 victim.yield_mark = waiter.dispatches
-                backend.evicting += 1
-                backend.evicted_at.append(now)
-                self.totals["evicted"] += 1
-                out.append(Eviction(victim.job.id, backend.name))
+                out.append(self._evict(victim, backend, now))
+        return out
+
+    def _evict(self, entry: Entry, backend: BackendState, now: float) -> Eviction:
+        entry.evicting = True
+        entry.evictions += 1
+        backend.evicting += 1
+        backend.evicted_at.append(now)
+        self.totals["evicted"] += 1
+        return Eviction(entry.job.id, backend.name)
+
+    def _clear_engine_queues(self, pool: list[BackendState], now: float) -> list[Eviction]:
+        """Where jobs of ours wait inside a preempting engine's own queue (sent before its
+        capacity was learned, or before it shrank), a waiter due to preempt would queue behind
+        them there, FIFO, whatever it evicts. So they come back here first: the newest jobs
+        sent to the backend, as many as its queue holds (the engine admits in order, so those
+        have not started; stopping them costs nothing), within its evictions-per-second bound.
+        From then on the gateway's own queue, in fair order, is the only one."""
+        out: list[Eviction] = []
+        c = self.config
+        for state in pool:
+            if not state.config.preemption or state.capacity is None:
+                continue
+            excess = int(state.estimated_waiting()) - state.evicting
+            allowance = c.preempt_max_per_backend_second - state.evictions_in_last_second(now)
+            if min(excess, allowance) <= 0:
+                continue
+            queued_there = sorted(
+                (
+                    e
+                    for e in self.entries.values()
+                    if e.state == DISPATCHED
+                    and e.backend == state.name
+                    and not e.evicting
+                    and e.job.preemptible
+                    and e.evictions < c.preempt_max_per_job
+                    and e.resumed_at is None
+                ),
+                key=lambda e: (e.dispatched_at, e.seq),
+                reverse=True,
+            )
+            out += [self._evict(e, state, now) for e in queued_there[: min(excess, allowance)]]
         return out
 
     def _waiters(self, heap: BandHeap, now: float) -> Iterator[Lane]:
@@ -681,4 +733,5 @@ class Scheduler:
         times = [t[0] for t in (self._deadlines[:1] + self._aging[:1])]
         if self._preempt_due is not None:
             times.append(self._preempt_due)
+        times += [s.unreachable_until for s in self.backends.values() if s.unreachable_until]
         return min(times) if times else None

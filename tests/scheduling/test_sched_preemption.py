@@ -316,3 +316,39 @@ def test_a_backend_sees_at_most_its_evictions_per_second_and_the_scheduler_wakes
     assert s.next_wakeup() == 2.2
     s.update_metrics("b1", fresh(now=2.2, waiting=0, running=8))
     assert len(s.dispatch_once(2.2).evicted) == 1
+
+
+def test_jobs_sent_before_the_capacity_was_learned_leave_the_engine_queue_for_a_waiter():
+    """Before its capacity is known the engine may queue some of the flood; once it is, a light
+    waiter would sit behind them in the engine's FIFO queue whatever it evicted, so those come
+    back to the gateway's queue first."""
+    backend = BackendConfig("b1", frozenset({"m"}), has_metrics=True, preemption=True)
+    s = scheduler(backend, gates=FULL_AT_CAPACITY | {1: GateThresholds(max_waiting=3)})
+    s.update_metrics("b1", fresh(now=0.0, waiting=0, running=0))
+    jobs = [job(ALICE, preemptible=True, max_concurrent=64) for _ in range(6)]
+    for j in jobs:
+        s.submit(j, 0.0)
+    s.select(0.0)  # three: the band's gate lets the engine queue up to three
+    s.update_metrics("b1", fresh(now=0.1, waiting=0, running=3))
+    s.select(0.1)  # three more: four run, two wait inside the engine
+    s.update_metrics("b1", fresh(now=0.2, waiting=2, running=4))
+    s.update_metrics("b1", fresh(now=0.4, waiting=2, running=4))
+    assert s.backends["b1"].capacity == 4
+    s.submit(light(), 1.0)
+    step = s.dispatch_once(1.2)
+    assert sorted(e.job_id for e in step.evicted) == sorted(j.id for j in jobs[4:])
+
+
+def test_no_job_leaves_the_engine_queue_while_nobody_is_due_to_preempt():
+    backend = BackendConfig("b1", frozenset({"m"}), has_metrics=True, preemption=True)
+    s = scheduler(backend, gates={1: GateThresholds(max_waiting=3, max_tpot_seconds=None)})
+    s.update_metrics("b1", fresh(now=0.0, waiting=0, running=0))
+    for _ in range(6):
+        s.submit(job(ALICE, preemptible=True, max_concurrent=64), 0.0)
+    s.select(0.0)
+    s.update_metrics("b1", fresh(now=0.1, waiting=0, running=3))
+    s.select(0.1)
+    s.update_metrics("b1", fresh(now=0.2, waiting=2, running=4))
+    s.update_metrics("b1", fresh(now=0.4, waiting=2, running=4))
+    assert s.backends["b1"].estimated_waiting() == 2
+    assert s.dispatch_once(1.0).evicted == []
