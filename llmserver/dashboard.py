@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.contrib import admin
@@ -44,11 +45,18 @@ async def publish_snapshot(snapshot: dict[str, Any]) -> None:
 
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):
-    """Joins the group when the session belongs to active staff; refuses everyone else."""
+    """Joins the group when the session belongs to active staff with the dashboard permission;
+    refuses everyone else."""
 
     async def connect(self) -> None:
         user = self.scope.get("user")
-        if not (user and user.is_authenticated and user.is_active and user.is_staff):
+        if not (
+            user
+            and user.is_authenticated
+            and user.is_active
+            and user.is_staff
+            and await database_sync_to_async(user.has_perm)("tenants.view_queue_dashboard")
+        ):
             await self.close(code=FORBIDDEN)
             return
         await self.channel_layer.group_add(GROUP, self.channel_name)

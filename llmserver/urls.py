@@ -1,27 +1,36 @@
 """Django URL routes: the admin, its report pages and dashboard, and the self-service API.
 
 The OpenAI API is routed in asgi.py. The report pages sit before `admin/` so that the admin's
-catch-all does not swallow them; they are wrapped in `admin_view` (staff only).
+catch-all does not swallow them; they are wrapped in `admin_view` (staff only) and need a
+named permission (`tenants.view_usage_report`, `tenants.view_queue_dashboard`): 403 without.
 Static files are served here too (see below).
 """
 
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth.decorators import permission_required
 from django.contrib.staticfiles.views import serve as serve_static
 from django.urls import include, path, re_path
 
 from llmserver.dashboard import dashboard_view
 from tenants.reports.views import report_csv_view, report_view
 
+REPORTS = permission_required("tenants.view_usage_report", raise_exception=True)
+DASHBOARD = permission_required("tenants.view_queue_dashboard", raise_exception=True)
+
 urlpatterns = [
-    path("admin/reports/", admin.site.admin_view(report_view), name="usage-report"),
+    path("admin/reports/", admin.site.admin_view(REPORTS(report_view)), name="usage-report"),
     path(
         "admin/reports/<slug:table>.csv",
-        admin.site.admin_view(report_csv_view),
+        admin.site.admin_view(REPORTS(report_csv_view)),
         name="usage-report-csv",
     ),
-    path("admin/dashboard/", admin.site.admin_view(dashboard_view), name="queue-dashboard"),
+    path(
+        "admin/dashboard/",
+        admin.site.admin_view(DASHBOARD(dashboard_view)),
+        name="queue-dashboard",
+    ),
     path("admin/", admin.site.urls),
     path("api/v1/", include("tenants.api.urls")),
     # daphne serves no static files and deployments may have no web server in front: the

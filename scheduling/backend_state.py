@@ -56,6 +56,9 @@ class BackendState:
     evicting: int = 0
     # When the evictions of the last second were decided, oldest first (their rate is bounded).
     evicted_at: deque[float] = field(default_factory=deque)
+    # A request found no server there (connection refused): closed to every job until this time
+    # or a healthy scrape, whichever comes first, so a queue is not fed to a dead backend.
+    unreachable_until: float | None = None
 
     @property
     def name(self) -> str:
@@ -101,6 +104,8 @@ class BackendState:
     def record_scrape(self, metrics: BackendMetrics) -> None:
         last = self.metrics
         self.metrics = metrics
+        if metrics.healthy:
+            self.unreachable_until = None
         self.dispatched_since_scrape = 0
         self.completed_since_scrape = 0
         seen = max(0.0, (metrics.running or 0.0) + (metrics.waiting or 0.0) - self.in_flight)

@@ -26,7 +26,9 @@ def gate_open(
     """Whether `state` may receive one more job of a band with `thresholds`.
 
     Closed when, checked in this order:
-      1. the backend is unknown or disabled ("disabled");
+      1. the backend is unknown or disabled ("disabled"), or a request found it unreachable
+         within the last `UNREACHABLE_SECONDS` and no healthy scrape has been seen since
+         ("unreachable");
       2. its in-flight count is at `max_in_flight` ("max_in_flight");
     and, only for a backend with metrics:
       3. no metrics were scraped yet ("no_metrics"), or the last scrape says unhealthy
@@ -45,6 +47,8 @@ def gate_open(
     """
     if state is None or not state.config.enabled:
         return GateDecision(False, "disabled")
+    if state.unreachable_until is not None and now < state.unreachable_until:
+        return GateDecision(False, "unreachable")
     if state.in_flight >= state.config.max_in_flight:
         return GateDecision(False, "max_in_flight")
     health = _health(state, now, stale_after)

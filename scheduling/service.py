@@ -190,11 +190,12 @@ class SchedulerService:
             ticket._fail(JobCancelled(f"job {ticket.job.id} cancelled"))
         self._poke()
 
-    def requeue(self, ticket: Ticket, failed_backend: str) -> None:
-        """Back to the head of its queue, never to `failed_backend`; await `dispatched()` again.
+    def requeue(self, ticket: Ticket, failed_backend: str, unreachable: bool = False) -> None:
+        """Back to the head of its queue, never to `failed_backend` (unless it was `unreachable`:
+        then closed to all for a while, see `Scheduler.requeue`); await `dispatched()` again.
         Raises NoBackend when no other backend serves the model."""
         try:
-            self.core.requeue(ticket.job.id, failed_backend)
+            self.core.requeue(ticket.job.id, failed_backend, self.clock() if unreachable else None)
         except Exception:
             self._tickets.pop(ticket.job.id, None)
             raise

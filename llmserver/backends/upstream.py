@@ -50,12 +50,15 @@ class BackendError(Exception):
         retryable: bool,
         status: int | None = None,
         body: dict[str, Any] | None = None,
+        unreachable: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable
         self.status = status
         self.body = body
+        # No connection at all (refused, or it died under us): the backend is down, not busy.
+        self.unreachable = unreachable
 
 
 def _error_from_response(status: int, raw: bytes) -> BackendError:
@@ -210,7 +213,7 @@ class UpstreamClient:
                 if isinstance(exc, aiohttp.ServerTimeoutError):
                     error = BackendError(f"timed out: {exc!r}", retryable=False)
                     raise self._failed(request_id, "timeout", error) from None
-                error = BackendError(f"unreachable: {exc!r}", retryable=True)
+                error = BackendError(f"unreachable: {exc!r}", retryable=True, unreachable=True)
                 if not _closed_under_request(exc):
                     raise self._failed(request_id, "unreachable", error) from None
                 if session is fresh:

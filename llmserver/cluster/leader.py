@@ -177,7 +177,7 @@ class Leader:
             if ticket is None:
                 return
             try:
-                self.service.requeue(ticket, body["failed"])
+                self.service.requeue(ticket, body["failed"], bool(body.get("unreachable")))
             except (KeyError, NoBackend):
                 self._refuse(body["id"], wire.NO_BACKEND)
 

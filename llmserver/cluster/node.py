@@ -159,8 +159,8 @@ class ClusterScheduler:
     def cancel(self, ticket: Ticket, real_cost: float | None = None) -> None:
         self.relay.finish(ticket, real_cost, completed=False)
 
-    def requeue(self, ticket: Ticket, failed_backend: str) -> None:
-        self.relay.requeue(ticket, failed_backend)
+    def requeue(self, ticket: Ticket, failed_backend: str, unreachable: bool = False) -> None:
+        self.relay.requeue(ticket, failed_backend, unreachable)
 
     def preempted(self, ticket: Ticket, real_cost: float) -> None:
         self.relay.preempted(ticket, real_cost)

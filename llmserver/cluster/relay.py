@@ -72,8 +72,9 @@ class RemoteTicket(Ticket):
     def refuse(self, error: BaseException) -> None:
         self._fail(error)
 
-    def requeued(self, failed_backend: str) -> None:
-        self.excluded.add(failed_backend)
+    def requeued(self, failed_backend: str, unreachable: bool) -> None:
+        if not unreachable:
+            self.excluded.add(failed_backend)
         self._reset()
 
     def evict(self) -> None:
@@ -117,10 +118,11 @@ class Relay:
         kind = wire.COMPLETE if completed else wire.CANCEL
         self._send(kind, {"id": ticket.job.id, "cost": real_cost})
 
-    def requeue(self, ticket: Ticket, failed_backend: str) -> None:
+    def requeue(self, ticket: Ticket, failed_backend: str, unreachable: bool = False) -> None:
         if isinstance(ticket, RemoteTicket) and ticket.job.id in self.tickets:
-            ticket.requeued(failed_backend)
-            self._send(wire.REQUEUE, {"id": ticket.job.id, "failed": failed_backend})
+            ticket.requeued(failed_backend, unreachable)
+            body = {"id": ticket.job.id, "failed": failed_backend, "unreachable": unreachable}
+            self._send(wire.REQUEUE, body)
 
     def preempted(self, ticket: Ticket, real_cost: float) -> None:
         """The job gave up its slot when asked: it waits for a new grant to resume."""

@@ -67,6 +67,11 @@ async def run_on_pool(
         except Preempted:
             scheduler.preempted(ticket, cost_so_far())
         except BackendError as exc:
+            if exc.unreachable and not started():
+                # Down, not busy: closed to every queued job at once; this one waits (within
+                # its deadline) for it to come back, or goes to another of the pool.
+                scheduler.requeue(ticket, backend, unreachable=True)
+                continue
             failed.add(backend)
             if exc.retryable and not started() and set(pool) - failed:
                 try:

@@ -163,10 +163,23 @@ def write(drafts: list[UsageDraft]) -> list[UsageRecord]:
             stamp = d.finished_at or d.queued_at
             last_used[d.api_key_id] = max(stamp, last_used.get(d.api_key_id, stamp))
     with transaction.atomic():
+        _forget_deleted_keys(records)
         insert(records)
         for key_id, stamp in last_used.items():
             ApiKey.objects.filter(pk=key_id).update(last_used_at=stamp)
     return records
+
+
+def _forget_deleted_keys(records: list[UsageRecord]) -> None:
+    """A key deleted while its requests ran: their rows are still the bill (tenant, user,
+    tokens, cost), kept without the key instead of refused by its foreign key."""
+    wanted = {r.api_key_id for r in records if r.api_key_id is not None}
+    if not wanted:
+        return
+    live = set(ApiKey.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+    for record in records:
+        if record.api_key_id not in live:
+            record.api_key_id = None
 
 
 class UsageWriter:

@@ -41,6 +41,12 @@ class UsageRecord(models.Model):
 
     class Meta:
         ordering = ["-queued_at"]
+        # Named permissions for what reads every tenant's usage at once: being staff is not
+        # enough (a staff user may only be meant to edit tiers).
+        permissions = [
+            ("view_usage_report", "Can view the usage and cost reports of every tenant"),
+            ("view_queue_dashboard", "Can view the live queue dashboard of every tenant"),
+        ]
         indexes = [
             models.Index(fields=["tenant", "queued_at"], name="usage_tenant_time"),
             models.Index(fields=["model", "queued_at"], name="usage_model_time"),

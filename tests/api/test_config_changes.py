@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from asgiref.sync import sync_to_async
-from conftest import chat_body, read_all, start, usage_rows
 
 from tenants.models import Backend
+from tests.api.conftest import chat_body, read_all, start, usage_rows
 
 
 def set_max_in_flight(name: str, value: int) -> None:

@@ -7,10 +7,10 @@ import io
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from tenants.reports.csvexport import csv_response, safe_cell
+from tests.reports.operators import operator
 from tests.reports.usage_data import at, record
 
 RANGE = "start=2025-03-01&end=2025-03-03"
@@ -31,7 +31,7 @@ def test_the_admin_models_csv_neutralises_a_formula_model_name(cast: Any) -> Non
     record("f1", cast.acme, "alice", FORMULA, at(3, 1, 12), 10, 5, api_key=cast.alice)
     record("f2", cast.acme, "@mallory", "llama", at(3, 1, 12), 10, 5, api_key=cast.alice)
     client = Client()
-    client.force_login(User.objects.create_user("op", password="pw", is_staff=True))
+    client.force_login(operator())
     models = client.get(f"/admin/reports/models.csv?{RANGE}").content.decode()
     users = client.get(f"/admin/reports/users.csv?{RANGE}").content.decode()
     assert [r[0] for r in csv.reader(io.StringIO(models)) if "HYPERLINK" in r[0]] == ["'" + FORMULA]

@@ -13,6 +13,7 @@ from django.urls import path
 
 from llmserver import dashboard
 from llmserver.dashboard import DashboardConsumer, publish_snapshot
+from tests.reports.operators import operator
 
 SNAP = {
     "at": 1.0,
@@ -65,8 +66,14 @@ async def test_it_refuses_logged_in_non_staff() -> None:
     assert connected is False
 
 
+async def test_it_refuses_staff_without_the_dashboard_permission() -> None:
+    editor = await sync_to_async(operator)("editor", codenames=("view_usage_report",))
+    connected, code = await socket(editor).connect()
+    assert (connected, code) == (False, dashboard.FORBIDDEN)
+
+
 async def test_it_pushes_each_snapshot_to_every_staff_page() -> None:
-    op = await sync_to_async(User.objects.create_user)("op", is_staff=True)
+    op = await sync_to_async(operator)()
     pages = [socket(op), socket(op)]
     for page in pages:
         assert (await page.connect())[0]
@@ -77,7 +84,7 @@ async def test_it_pushes_each_snapshot_to_every_staff_page() -> None:
 
 
 async def test_it_greets_a_new_page_with_the_latest_snapshot() -> None:
-    op = await sync_to_async(User.objects.create_user)("op", is_staff=True)
+    op = await sync_to_async(operator)()
     await publish_snapshot(SNAP)
     page = socket(op)
     await page.connect()
@@ -86,7 +93,7 @@ async def test_it_greets_a_new_page_with_the_latest_snapshot() -> None:
 
 
 async def test_it_stops_sending_after_disconnect() -> None:
-    op = await sync_to_async(User.objects.create_user)("op", is_staff=True)
+    op = await sync_to_async(operator)()
     page = socket(op)
     await page.connect()
     await page.disconnect()

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import User
 from django.test import Client
 
 from llmserver import dashboard
+from tests.reports.operators import operator
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def staff_cookie() -> bytes:
     client = Client()
-    client.force_login(User.objects.create_user("op", password="pw", is_staff=True))
+    client.force_login(operator())
     return f"sessionid={client.cookies['sessionid'].value}".encode()
 
 

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from tests.reports.operators import operator
 from tests.reports.usage_data import load
 
 RANGE = "start=2025-03-01&end=2025-03-03"
@@ -19,7 +20,7 @@ RANGE = "start=2025-03-01&end=2025-03-03"
 def staff(cast: Any) -> Client:
     load(cast)
     client = Client()
-    client.force_login(User.objects.create_user("op", password="pw", is_staff=True))
+    client.force_login(operator())
     return client
 
 

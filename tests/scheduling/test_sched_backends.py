@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from sched_helpers import ALICE, BOB, ids, job, plain, scheduler
+from sched_helpers import ALICE, BOB, fresh, ids, job, metered, plain, scheduler
 
 from scheduling import NoBackend
+from scheduling.core import UNREACHABLE_SECONDS
 
 SYS = (11, 12, 13)
 
@@ -99,3 +100,37 @@ def test_it_lets_others_pass_a_job_whose_only_open_backend_failed_it() -> None:
     s.submit(b := job(BOB), 0.0)
     assert ids(s.select(0.0)) == [b.id]
     assert a.id in s.entries
+
+
+def test_an_unreachable_backend_is_closed_to_every_job_until_a_healthy_scrape():
+    s = scheduler(metered("b1"))
+    s.update_metrics("b1", fresh(waiting=0))
+    first, second = job(ALICE), job(BOB)
+    s.submit(first, 0.0)
+    s.select(0.0)
+    s.submit(second, 0.0)
+    s.requeue(first.id, "b1", unreachable_at=0.1)
+    assert s.select(0.1) == []  # neither the failed job nor the one behind it
+    s.update_metrics("b1", fresh(now=0.3, waiting=0))
+    assert sorted(ids(s.select(0.3))) == sorted([first.id, second.id])  # not barred for good
+
+
+def test_an_unreachable_backend_without_metrics_is_tried_again_after_a_while():
+    s = scheduler(plain("b1"))
+    j = job(ALICE)
+    s.submit(j, 0.0)
+    s.select(0.0)
+    s.requeue(j.id, "b1", unreachable_at=1.0)
+    assert s.select(1.5) == []
+    assert s.next_wakeup() == 1.0 + UNREACHABLE_SECONDS
+    assert ids(s.select(1.0 + UNREACHABLE_SECONDS)) == [j.id]
+
+
+def test_jobs_go_to_another_backend_while_one_is_unreachable():
+    s = scheduler(plain("b1"), plain("b2"))
+    j = job(ALICE)
+    s.submit(j, 0.0)
+    (d,) = s.select(0.0)
+    s.requeue(j.id, d.backend, unreachable_at=0.0)
+    (again,) = s.select(0.0)
+    assert again.backend != d.backend
