@@ -69,6 +69,17 @@ class SpendCache:
             self._entries[key] = (at, value)
         return value
 
+    def add(self, tenant_id: int, key_id: int | None, at: datetime, cost: Decimal) -> None:
+        """A row this process has just written: cached totals of its month take it at once, so
+        the reservation it replaces is not missed until the cache expires."""
+        month = window_start(Window.MONTH, at)
+        keys = {(tenant_id, None, month), (tenant_id, key_id, month)}
+        with self._lock:
+            for key in keys:
+                hit = self._entries.get(key)
+                if hit is not None:
+                    self._entries[key] = (hit[0], hit[1] + cost)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
@@ -92,10 +103,12 @@ def standing(
     policy: str,
     now: datetime,
     key_id: int | None = None,
+    pending: Decimal = Decimal(0),
 ) -> BudgetState:
     """`budget_state` from plain values, for the request path (which holds them cached); with
-    `key_id`, one key's spend against that key's own budget."""
-    spent = cache.spent(tenant_id, now, key_id)
+    `key_id`, one key's spend against that key's own budget. `pending` is what requests
+    admitted and not yet recorded may cost: counted as spent, so a burst cannot overshoot."""
+    spent = cache.spent(tenant_id, now, key_id) + pending
     exceeded = budget is not None and spent >= budget
     action = policy if exceeded else "allow"
     return BudgetState(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -24,7 +25,7 @@ from llmserver.api.validation import CompletionRequest
 from llmserver.runtime.db import run_db
 from llmserver.runtime.keys import KeyInfo
 from llmserver.runtime.ratelimit import SlidingWindow, WindowState
-from llmserver.runtime.reservations import Reservation, Reservations, pending
+from llmserver.runtime.reservations import Reservation, Reservations, held_cost, pending
 from scheduling import BATCH
 from tenants.budget import standing
 from tenants.models import OverBudget
@@ -51,6 +52,7 @@ async def admit(
     routes: Mapping[str, Mapping[str, str]],
     reservations: Reservations,
     request_id: str,
+    prices: Mapping[str, tuple[float, float]],
 ) -> Admission:
     """Refuse, or admit in a band. An admitted request of a key under quota holds a reservation
     until its usage row is written, and the check and the hold happen under the tenant's lock,
@@ -63,7 +65,7 @@ async def admit(
     band = max(key.band, BATCH) if req.wants_flex else key.band
     if key.monthly_budget is not None or key.key_budget is not None or key.has_quota_rules:
         try:
-            verdict = await _check_and_hold(key, req, reservations, request_id)
+            verdict = await _check_and_hold(key, req, reservations, request_id, prices)
         except (RedisError, TimeoutError) as exc:
             log.warning("quota reservations unavailable: %s", exc)
             raise limits_unavailable() from exc
@@ -73,18 +75,25 @@ async def admit(
 
 
 async def _check_and_hold(
-    key: KeyInfo, req: CompletionRequest, reservations: Reservations, request_id: str
+    key: KeyInfo,
+    req: CompletionRequest,
+    reservations: Reservations,
+    request_id: str,
+    prices: Mapping[str, tuple[float, float]],
 ) -> LimitVerdict:
     async with reservations.guard(key.tenant_id):
         held = await reservations.of_tenant(key.tenant_id)
         verdict = await run_db(check_limits, key, req.model, held)
         if verdict.refusal is not None:
             raise verdict.refusal
-        if key.has_quota_rules:
-            tokens = req.estimated_prompt_tokens + req.max_tokens
-            await reservations.hold(
-                request_id, Reservation(key.tenant_id, key.user, req.model, tokens)
-            )
+        price_in, price_out = prices.get(req.model, (0.0, 0.0))
+        cost = (
+            Decimal(str(price_in)) * req.estimated_prompt_tokens
+            + Decimal(str(price_out)) * req.max_tokens
+        ) / 1_000_000
+        tokens = req.estimated_prompt_tokens + req.max_tokens
+        reservation = Reservation(key.tenant_id, key.user, req.model, tokens, key.key_id, cost)
+        await reservations.hold(request_id, reservation)
     return verdict
 
 
@@ -169,7 +178,8 @@ def check_limits(key: KeyInfo, model: str, held: tuple[Reservation, ...] = ()) -
     for budget, key_id, message in budgets:
         if budget is None:
             continue
-        state = standing(key.tenant_id, budget, key.over_budget, now, key_id)
+        admitted = held_cost(held, key_id)
+        state = standing(key.tenant_id, budget, key.over_budget, now, key_id, admitted)
         if state.exceeded and state.action != OverBudget.DEMOTE:
             retry = (state.month_end - now).total_seconds()
             return LimitVerdict(rate_limited(message, retry, "budget_exceeded"))

@@ -78,7 +78,12 @@ class Completion:
             tokens = self.req.estimated_prompt_tokens + self.req.max_tokens
             self.rate_headers = await check_rates(gw.rate_window, self.key, tokens)
             admission = await admit(
-                self.key, self.req, gw.routes(), gw.reservations, self.request_id
+                self.key,
+                self.req,
+                gw.routes(),
+                gw.reservations,
+                self.request_id,
+                gw.prices(self.key.tenant_id),
             )
             self.draft.band = admission.band
             blocks = await gw.token_blocks(self.req, self.request_id)

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Protocol
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -43,6 +43,10 @@ class Reservation:
     user: str
     model: str
     tokens: int  # the estimate at admission: prompt + max_tokens
+    key_id: int | None = None
+    # The most it can cost at the price in force (the prompt estimate and max_tokens), held
+    # against the tenant's and the key's monthly budgets until its usage row is written.
+    cost: Decimal = Decimal(0)
 
 
 class Reservations(Protocol):
@@ -99,7 +103,8 @@ class InProcessReservations:
 
 class RedisReservations:
     """Every process's reservations in Redis under `prefix`: `held:<tenant>` hashes of
-    request id -> JSON [owner, user, tokens, model], `guard:<tenant>` locks, `owner:<id>` liveness."""
+    request id -> JSON [owner, user, tokens, model, key id, cost], `guard:<tenant>` locks,
+    `owner:<id>` liveness."""
 
     def __init__(
         self,
@@ -144,14 +149,14 @@ class RedisReservations:
         if dead:
             await self._client.hdel(key, *dead)
         return tuple(
-            Reservation(tenant_id, user, model, int(tokens))
-            for rid, (owner, user, tokens, model) in entries.items()
-            if alive[owner] is not None
+            Reservation(tenant_id, e[1], e[3], int(e[2]), *_budget_part(e[4:]))
+            for e in entries.values()
+            if alive[e[0]] is not None
         )
 
     async def hold(self, request_id: str, reservation: Reservation) -> None:
         r = reservation
-        value = json.dumps([self._owner, r.user, r.tokens, r.model])
+        value = json.dumps([self._owner, r.user, r.tokens, r.model, r.key_id, str(r.cost)])
         async with self._client.pipeline(transaction=False) as pipe:
             pipe.set(self._owner_key(self._owner), b"1", px=self._owner_ttl_ms)
             pipe.hset(f"{self._prefix}held:{r.tenant_id}", request_id, value)
@@ -213,6 +218,19 @@ def reservations(redis_url: str, prefix: str) -> Reservations:
     if redis_url:
         return RedisReservations(Redis.from_url(redis_url), prefix)
     return InProcessReservations()
+
+
+def _budget_part(rest: list[Any]) -> tuple[int | None, Decimal]:
+    """The key id and cost of an entry (absent from one written before they were held)."""
+    if len(rest) < 2:
+        return None, Decimal(0)
+    return (None if rest[0] is None else int(rest[0])), Decimal(str(rest[1]))
+
+
+def held_cost(held: tuple[Reservation, ...], key_id: int | None = None) -> Decimal:
+    """What the requests admitted and not yet recorded may cost: all of the tenant's, or with
+    `key_id`, that key's."""
+    return sum((r.cost for r in held if key_id is None or r.key_id == key_id), Decimal(0))
 
 
 def pending(held: tuple[Reservation, ...], user: str) -> Callable[[QuotaRule], Decimal]:

@@ -34,6 +34,7 @@ from django.db import (
 from django.db.models import DateTimeField, DecimalField, Field
 
 from llmserver.runtime.db import run_db
+from tenants.budget import cache as spend_cache
 from tenants.models import ApiKey, CostRule, UsageRecord, UsageStatus
 from tenants.models.rules import rule_in_force
 
@@ -167,6 +168,9 @@ def write(drafts: list[UsageDraft]) -> list[UsageRecord]:
         insert(records)
         for key_id, stamp in last_used.items():
             ApiKey.objects.filter(pk=key_id).update(last_used_at=stamp)
+    for r in records:
+        if r.cost:
+            spend_cache.add(r.tenant_id, r.api_key_id, r.queued_at, r.cost)
     return records
 
 
