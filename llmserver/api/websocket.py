@@ -84,6 +84,7 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
         if secret is None:
             query = parse_qs(self.scope.get("query_string", b"").decode())
             secret = next(iter(query.get("api_key", [])), None)
+        self.secret = secret
         try:
             self.key: KeyInfo = await authenticate(self.gw, secret)
         except ApiError:
@@ -137,12 +138,15 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
                 default_max_tokens=self.gw.settings.default_max_tokens,
                 max_tokens_limit=self.gw.settings.max_tokens_limit,
             )
+            key = await self._authorise()
             # The client's id only names the request on this socket; clients reuse ids.
             await Completion(
-                self.gw, self.key, req, SocketSink(self, request_id), new_request_id()
+                self.gw, key, req, SocketSink(self, request_id), new_request_id()
             ).run()
         except ApiError as exc:
             await self._error(request_id, exc)
+            if exc.status == 401:
+                await self.close(code=4401)
         except asyncio.CancelledError:
             if message.get("type") == "request":
                 await self._send_quietly({"type": "cancelled", "id": request_id})
@@ -152,6 +156,13 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             await self._error(request_id, internal_error())
         finally:
             self.tasks.pop(request_id, None)
+
+    async def _authorise(self) -> KeyInfo:
+        """Each request on the socket is authorised as a new HTTP request would be (from the key
+        cache, which revocation, deletion and expiry empty): a key revoked or deleted since the
+        socket opened is refused (and the socket then closed, see `_run`)."""
+        self.key = await authenticate(self.gw, self.secret)
+        return self.key
 
     async def _error(self, request_id: str | None, exc: ApiError) -> None:
         await self._send_quietly(

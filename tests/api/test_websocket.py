@@ -120,3 +120,19 @@ async def test_a_lone_surrogate_or_deep_nesting_over_the_socket_is_an_error_not_
     await ws.send_json_to({"type": "request", "id": "ok", "body": BODY})
     assert (await collect(ws, "ok"))[-1]["type"] == "done"
     await ws.disconnect()
+
+
+async def test_a_request_after_the_key_was_revoked_is_refused_and_the_socket_closed(gateway, world):
+    from asgiref.sync import sync_to_async
+
+    from tenants.models import ApiKey
+
+    ws = socket(world["alice"])
+    assert (await ws.connect())[0]
+    await ws.send_json_to({"type": "request", "id": "before", "body": BODY})
+    assert (await collect(ws, "before"))[-1]["type"] == "done"
+    await sync_to_async(ApiKey.objects.all().delete)()
+    await ws.send_json_to({"type": "request", "id": "after", "body": BODY})
+    [error] = await collect(ws, "after")
+    assert (error["type"], error["status"]) == ("error", 401)
+    assert (await ws.receive_output(5))["type"] == "websocket.close"
