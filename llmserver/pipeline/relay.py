@@ -197,12 +197,22 @@ class Relay:
             raise BackendError(
                 "The backend closed the stream without sending anything.", retryable=True
             )
+        if not self._ending:
+            # vLLM, SGLang, TGI and llama.cpp all end a stream with a finish reason: one that
+            # stops before it was cut, whatever its [DONE] says.
+            raise BackendError("The backend ended the stream without a finish reason.", False)
         await self.sink.event(DONE)
         await self.sink.finish()
 
     async def _relay_event(self, payload: bytes, rename: tuple[bytes, bytes] | None) -> None:
         if payload == DONE:
             return
+        body = payload.strip()
+        if body[:1] != b"{" or body[-1:] != b"}":
+            # Checked by its ends, not parsed: a chunk is relayed without parsing (the hot
+            # path); garbage, a truncated object or an HTML page are not passed on.
+            message = "The backend sent an event that is not a JSON object."
+            raise BackendError(message, retryable=not self.started)
         usage = usage_of(payload)
         if usage is not None or _FINISHED.search(payload):
             self._ending = True
