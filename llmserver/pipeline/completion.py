@@ -243,6 +243,14 @@ class Completion:
         except BackendError as exc:
             kind = f"http_{exc.status // 100}xx" if exc.status else "transport"
             self.gw.metrics.upstream_errors.labels(backend, kind).inc()
+            if self.relay.resuming and exc.status is not None and 400 <= exc.status < 500:
+                self.gw.stop_preempting(backend, exc.message)
+                raise BackendError(
+                    "The backend refused to continue this answer after a pause "
+                    f"({exc.message}); the answer ends here.",
+                    retryable=False,
+                    status=exc.status,
+                ) from None
             raise
 
     def _headers(self) -> dict[str, str]:

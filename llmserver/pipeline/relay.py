@@ -102,6 +102,11 @@ class Relay:
             return self.reported_completion
         return self.text_events
 
+    @property
+    def resuming(self) -> bool:
+        """The upstream request is a continuation of a paused stream."""
+        return self._resumed
+
     async def forward(
         self,
         client: UpstreamClient,

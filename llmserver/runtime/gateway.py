@@ -15,7 +15,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 from llmserver.backends.kv_events import KvEventSubscriber
@@ -36,6 +36,7 @@ from llmserver.runtime.reservations import reservations
 from llmserver.runtime.usage import UsageWriter
 from scheduling import (
     AllBlocksCleared,
+    BackendConfig,
     CostPolicy,
     OutputLengths,
     SchedulerConfig,
@@ -115,6 +116,9 @@ class Gateway:
         self.running: set[asyncio.Task[None]] = set()
         # Live requests' ids -> the API key that sent them: for GET /v1/requests/{id}.
         self.owners: dict[str, int] = {}
+        # Backends that refused to continue a paused stream: no more pauses on them in this
+        # process, whatever their configuration says (see `stop_preempting`).
+        self.cannot_resume: set[str] = set()
         self.service_times = ServiceTimes()
         self.output_lengths = OutputLengths()
         # (band, seconds) of first tokens since the last dashboard update; drained when published.
@@ -303,8 +307,29 @@ class Gateway:
                 self.kv_events[name] = (subscriber, task)
         for name in set(self.clients) - set(config.backends):
             self._drop_backend(name)
-        self.scheduler.configure(config.scheduler, config.scheduler_backends)
+        self.scheduler.configure(config.scheduler, self._scheduler_backends(config))
         self.config = config
+
+    def _scheduler_backends(self, config: GatewayConfig) -> tuple[BackendConfig, ...]:
+        return tuple(
+            replace(b, preemption=False) if b.name in self.cannot_resume else b
+            for b in config.scheduler_backends
+        )
+
+    def stop_preempting(self, backend: str, why: str) -> None:
+        """`backend` refused to continue a paused stream: pausing there harms clients, so it
+        stops for this process (until restart), loudly."""
+        if backend in self.cannot_resume or self.config is None:
+            return
+        self.cannot_resume.add(backend)
+        log.error(
+            "backend %s refused to continue a paused stream (%s): preemption is off on it "
+            "for this process; untick 'preemption' on the backend or fix the server",
+            backend,
+            why,
+        )
+        self.metrics.resume_refused.labels(backend).inc()
+        self.scheduler.configure(backends=self._scheduler_backends(self.config))
 
     def _drop_backend(self, name: str) -> None:
         poller = self._pollers.pop(name, None)

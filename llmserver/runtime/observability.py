@@ -183,6 +183,12 @@ class GatewayMetrics:
             ["backend", "kind"],
             registry=self.registry,
         )
+        self.resume_refused = Counter(
+            "llmserver_resume_refused",
+            "Paused streams a backend refused to continue; preemption is then off on it.",
+            ["backend"],
+            registry=self.registry,
+        )
         self.preemptions = Counter(
             "llmserver_preemptions",
             "Running jobs evicted to make room, by band and kind (before_first_token: restarted "

@@ -1,7 +1,8 @@
 """Making room: when every slot of the backend is busy with a power user's streams, a light
 user's request that has waited past its tier's `preempt_after` pauses one of them (the power
-user holds all three slots, more than its share of 1.5 plus the default slack of one); the paused
-stream continues later, and its client sees one uninterrupted answer."""
+user's newest stream started two of its jobs ahead of the light user's turn, more than the one
+job's charge an eviction may cost); the paused stream continues later, and its client sees one
+uninterrupted answer."""
 
 from __future__ import annotations
 

@@ -1,0 +1,92 @@
+"""A backend that refuses to continue a paused stream (a server that does not take
+`continue_final_message`): the paused stream ends with a clear error event, billed what it
+delivered, and the gateway stops pausing streams on that backend, saying why."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from asgiref.sync import sync_to_async
+
+from simulator.launcher import free_port, start_simulator
+from tenants.models import Backend
+from tests.api.conftest import MODEL, chat_body, read_all, start, usage_rows, wait_for
+from tests.api.test_preemption import make_world, power_streams_running, rest_of, running_gateway
+
+
+@contextlib.asynccontextmanager
+async def refusing_continuations(upstream: str) -> AsyncIterator[str]:
+    """A proxy to `upstream` that answers a continuation with vLLM's 400 error shape."""
+    session = aiohttp.ClientSession()
+
+    async def proxy(request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        if b"continue_final_message" in body:
+            error = {"message": "continue_final_message is not supported", "code": 400}
+            return web.json_response({"error": error}, status=400)
+        async with session.request(
+            request.method, upstream + request.path_qs, data=body or None, headers=request.headers
+        ) as answer:
+            response = web.StreamResponse(status=answer.status)
+            response.content_type = answer.content_type
+            await response.prepare(request)
+            async for chunk in answer.content.iter_any():
+                await response.write(chunk)
+            await response.write_eof()
+            return response
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", proxy)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+        await session.close()
+
+
+@pytest.fixture
+def world(transactional_db: None, settings: Any) -> Iterator[Any]:
+    sim = start_simulator("--max-num-seqs", "3", "--model", MODEL, "--speed", "4")
+    try:
+        yield make_world(sim, settings), sim
+    finally:
+        sim.stop()
+
+
+async def test_a_refused_continuation_ends_the_stream_clearly_and_stops_pausing_there(world):
+    (power_key, light_key), sim = world
+    async with refusing_continuations(sim.url) as url:
+        await sync_to_async(Backend.objects.filter(name="narrow").update)(
+            base_url=url, metrics_url=sim.metrics_url
+        )
+        async with running_gateway() as gw:
+            await wait_for(lambda: gw.snapshot().backends[0].gates[0].open, 5)
+            power = await power_streams_running(gw, power_key, 3)
+            status, _, _ = await read_all(await start(light_key, chat_body(max_tokens=4)), 30)
+            assert status == 200
+            bodies = await asyncio.gather(*(rest_of(c) for c in power))
+            errors = [
+                json.loads(line[6:])["error"]
+                for body in bodies
+                for line in body.decode().split("\n")
+                if line.startswith('data: {"error"')
+            ]
+            assert len(errors) == 1 and "refused to continue" in errors[0]["message"]
+            assert gw.cannot_resume == {"narrow"}
+            assert gw.scheduler.core.backends["narrow"].config.preemption is False
+            await wait_for(lambda: gw.usage.pending == 0, 5)
+            rows = [r for r in await usage_rows() if r["user"] == "power"]
+            assert sorted(r["status"] for r in rows) == ["error", "ok", "ok"]
+            cut = next(r for r in rows if r["status"] == "error")
+            assert 0 < cut["completion_tokens"] < 80
