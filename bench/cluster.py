@@ -11,6 +11,23 @@ Needs Redis (REDIS_URL, default redis://127.0.0.1:6379/4); keys go under a fresh
 deleted afterwards. The load generator shares the machine's cores with the gateway workers and
 the simulator: read the figures as ratios from one run.
 
+No way runs at the product's defaults. `grant` gives both schedulers one backend without metrics
+(so no gate), max_in_flight 1,000,000 (product 64) and preemption off: it times the grant round
+trip alone, and no job is ever sent to a backend; the jobs are on the standard band with the
+default per-user limits, the lease is the product's 3 s. `workers` uses overhead.py's gateway
+setup, for the same reason (the gateway's own cost is measured): max_in_flight 100,000 on the
+demo's backend (product 64), so no gate holds a request back; the interactive tier's per-user
+limits 100,000 and queue timeout 600 s (demo 4, 64 and 60 s), as one key sends all the load;
+ACCESS_LOG false (product true), as its line per request would go to the terminal. Every
+`workers` target sets REDIS_URL (product blank), the in-process one included, so that the
+targets differ only in the transport (with it, rate-limit windows, budget holds and the
+dashboard's channel layer are in Redis in all of them), and a fresh CLUSTER_PREFIX (product
+"llmserver"), so that no target meets another's keys. Then `1 in-process` keeps
+SCHEDULER_TRANSPORT local (the product's), `1 redis` sets it to redis, and `2 redis` / `4 redis`
+run rungateway's `--workers` 2 and 4 (product 1), which share one scheduler through Redis: these
+are what is measured. USAGE_FLUSH_INTERVAL stays start_gateway's 0.1 s, the tests' value
+(product 1.0; overhead.py sets 1.0), alike in every target.
+
     .venv/bin/python bench/cluster.py
     .venv/bin/python bench/cluster.py --phases grant --jobs 5000
 """

@@ -18,6 +18,18 @@ for this machine's cores, so read the figures as ratios from one run. `--profile
 the gateway with py-spy (the `bench` extra; the thread holding the GIL) during one phase and
 prints its top items.
 
+No way runs at the product's defaults: the benchmark measures the gateway's own cost, so no
+gate may hold a request back and none may be refused. The gateway target (every phase, either
+server) changes: max_in_flight 100,000 on the demo's backend (product 64), so no gate holds a
+request back; on the demo's interactive tier max_concurrent_per_user and max_queued_per_user
+100,000 and queue_timeout_seconds 600 (demo 4, 64 and 60 s), as one key sends all the load;
+ACCESS_LOG false (start_gateway's `quiet`; product true), as its line per request would go to
+this terminal, so that line's cost is left out (`--env ACCESS_LOG=true` puts it back).
+USAGE_FLUSH_INTERVAL is the product's 1.0 s (`--usage-flush-interval`), not the tests' 0.1;
+the backend's learned capacity and preemption and the tier's gates are as the demo has them.
+`--server daphne` changes only the server (production runs rungateway); `--env` may change any
+other setting. The direct and floor targets have no gateway.
+
     .venv/bin/python bench/overhead.py
     .venv/bin/python bench/overhead.py --duration 5 --json
     .venv/bin/python bench/overhead.py --phases c64 --profile /tmp/gw.txt

@@ -24,6 +24,42 @@ a load balancer would send them, neither seeing the other's routing):
                        keyed by token blocks as the gateway keys them (a chat's shared start
                        from a backend's /tokenize once, then from memory; round trips counted)
 
+No way runs at the product's defaults: the scheduler runs in this process, without the
+gateway's metrics poller or relay, and each way sets the routing setting it measures. Every way
+changes:
+
+  capacity = max_in_flight = `--max-num-seqs` (8) per backend (half of it per gateway in the
+      two-gateway ways), no metrics read, so no band gate (product: capacity learned,
+      max_in_flight 64, the tier's gate on the metrics): the gateway, not a backend's own
+      queue, holds every waiting job, so where a job waits is the routing decision measured
+  preemption off, for backends and jobs (product: on, after 150 ms): this loop streams the
+      answers itself and cannot pause and continue one, as the gateway's relay does
+  per-user limits 10,000 running and queued, no queue timeout: the open-loop load exceeds 4
+      running and 64 queued by design, and a run (8 s, then at most 15 s of drain) is shorter
+      than any tier's timeout
+  prefix_index_blocks 1,120 per backend (product 8192): a simulator's cache (640 blocks of 16
+      tokens of about 7 characters) in 64-character gateway blocks, the size the setting is
+      meant to match
+
+Left as the product has them: everyone on the interactive band at weight 1 (the demo's
+interactive tier), costs in tokens (w_in 1, w_out 4), first come first served within a user;
+`validate`'s max_tokens settings change nothing, as every request asks for `--max-tokens`.
+Each way then changes:
+
+  round-robin   the gateway's backend choice, replaced (no setting does this): the baseline
+                that ignores both prefix and load
+  least-load    affinity_slack 0 (product 2): a cached prefix is worth nothing, the gateway's
+                choice without prefix routing
+  prefix        affinity_slack `--affinity` 8 (product 2): a job waits for the busy backend
+                holding its prefix rather than spill to a cold one; with 2 (`--affinity 2`)
+                more spill (hit rates 0.59-0.73 against 0.96-0.98, docs/BENCHMARKS.md)
+  prefix+batch  as prefix, and batch_slack `--batch-slack` 8,000 tokens (product 0: batching
+                off): batching is what this way adds
+  two-gateways  as prefix, on two gateways that share nothing, each given half of every
+                backend's slots: the deployment KV events are for
+  two-gateways+events  as two-gateways, and each backend's kv_events_endpoint set (product
+                blank), prompts keyed by token blocks: the events are what it measures
+
 The load: `--tenants` tenants, each with its own system prompt of `--system-tokens` words;
 `--clients` users per tenant; requests arrive open loop (Poisson, `--rate` per second, the
 same seeded sequence for every way), each from a user picked at random, with a short new

@@ -14,6 +14,30 @@ One llama.cpp `llama-server` (Gemma 3 270M Q4_K_M, `-np 4 --metrics`, built by
 The first three run with preemption off (the tier's preempt_after_ms blank).
   ideal      the light users alone, straight to llama-server
 
+No way runs at the product's defaults: the closest, llamacpp-preempt, turns the TPOT ceiling
+off, as on two shared CPU cores this engine is always slower than the 150 ms a GPU is held to
+and the gate would only stop everyone. Every gateway way changes: the demo's `simulator` backend
+disabled and a backend `llama` added (capacity blank, preemption on, max_in_flight 64 unless
+said below), so that only llama-server serves the demo's model; on the demo's interactive tier
+max_concurrent_per_user 64, max_queued_per_user 1000 and queue_timeout_seconds 3600 (demo 4,
+64 and 60 s), as the power user's 48 requests at once exceed the limits by design and on a slow
+engine its last ones have waited over a minute (docs/BENCHMARKS.md). Each way then changes:
+
+  llamacpp   preempt_after_ms blank (default 150): the gate alone is measured, as in the first
+             run, before preemption existed. Its gates are the demo's, but with the backend's
+             preemption on and its capacity read from /props the gateway keeps llama-server's
+             own queue empty whatever gate_max_waiting says (`scheduling/gate.py`)
+  openai     kind `openai` (no metrics read: no gate, no capacity), max_in_flight 4 (`--slots`;
+             product 64) and preempt_after_ms blank: a concurrency cap alone, as an operator
+             first tried it
+  llamacpp-preempt  preempt_after_ms 150 as by default; gate_max_waiting 1 (demo 3): a request
+             queued inside the engine is one a light user waits behind; gate_max_tpot_ms blank
+             (demo 150), for the reason above
+
+Like the tests' gateways (start_gateway), every gateway way runs under the bare daphne command
+rather than rungateway, with USAGE_FLUSH_INTERVAL 0.1 s (product 1.0) and ACCESS_LOG false
+(product true); none of these is a scheduling setting.
+
 The load: a power user sends `--power-requests` streaming requests at once; `--light-users`
 users each send one short streaming request every `--light-interval` s for `--duration` s. All
 users are on the interactive tier, so the gateway's fair share (not band priority) is measured.

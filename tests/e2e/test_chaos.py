@@ -131,3 +131,42 @@ def test_terminated_database_connections_lose_no_usage_row(world):
     assert all(out["status"] == 200 for out in outcomes)
     rows = assert_billed_as_delivered(gateway, outcomes)
     assert {rows[out["id"]][0] for out in outcomes} == {"ok"}
+
+
+def test_a_backend_restarted_under_a_full_queue_serves_every_queued_request(world):
+    """Killed with requests running and more queued behind them, and back a second later: the
+    running ones end with an error (their answers are cut), the queued ones, dispatched as the
+    dead streams free their slots, wait for the backend (their queue timeout is a minute)
+    instead of each failing against it in turn."""
+    gateway, port = world["gateway"], world["port"]
+    running = start_streams(gateway, [300] * 4)  # the demo key's four at a time
+    time.sleep(1.0)
+    queued = start_streams(gateway, [5] * 8)
+    time.sleep(0.3)
+    world["sims"][-1].process.kill()
+    time.sleep(1.0)
+    world["sims"].append(start_simulator(*SIM_ARGS, port=port))
+    cut, served = join(running), join(queued)
+    assert [out["status"] for out in served] == [200] * 8
+    assert all(out["tail"][-1] == "data: [DONE]" for out in served)
+    rows = assert_billed_as_delivered(gateway, cut + served)
+    assert {rows[out["id"]][0] for out in served} == {"ok"}
+    assert {rows[out["id"]][0] for out in cut} == {"error"}
+
+
+def test_an_admin_edit_of_the_backend_under_load_cuts_no_stream(world):
+    """The edit reaches the gateway by its periodic reload (another process changed the
+    database); the streams under way keep their connection to the end."""
+    gateway = world["gateway"]
+    streams = start_streams(gateway, [300] * 4)
+    time.sleep(1.0)
+    gateway.manage(
+        "shell",
+        "-c",
+        "from tenants.models import Backend; Backend.objects.update(max_in_flight=40)",
+    )
+    outcomes = join(streams)
+    assert all(out["status"] == 200 and out["tail"][-1] == "data: [DONE]" for out in outcomes)
+    assert not any('"error"' in line for out in outcomes for line in out["tail"])
+    rows = assert_billed_as_delivered(gateway, outcomes)
+    assert {rows[out["id"]][0] for out in outcomes} == {"ok"}
