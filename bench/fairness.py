@@ -44,10 +44,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
-import random
 import sys
 import tempfile
 import time
@@ -58,19 +56,25 @@ from typing import Any
 
 from loadgen import (
     Outcome,
+    answer_sha,
     body,
     client,
     configure_gateway,
     counters,
     fmt,
+    ge,
     generated_tokens,
+    le,
+    lt,
     percentile,
+    power_lengths,
+    ratio,
+    simulator_args,
     stream_once,
 )
 
 from llmserver.testing.processes import Database, start_gateway, start_peer
 from simulator.launcher import start_simulator
-from simulator.protocol import token_text
 
 ROOT = Path(__file__).resolve().parents[1]
 WAYS = (
@@ -141,33 +145,7 @@ def chosen_ways(args: argparse.Namespace) -> list[str]:
     return [w for w in WAYS if w != "gateway-batch" or args.batch_variant]
 
 
-def simulator_args(args: argparse.Namespace, policy: str) -> list[str]:
-    return [
-        "--max-num-seqs",
-        str(args.max_num_seqs),
-        "--scheduling-policy",
-        policy,
-        "--base-step-ms",
-        str(args.base_step_ms),
-        "--per-seq-ms",
-        str(args.per_seq_ms),
-        "--prefill-ms-per-token",
-        str(args.prefill_ms_per_token),
-        "--speed",
-        "1.0",
-        "--model",
-        "demo-llama",
-    ]
-
-
 # the load ---------------------------------------------------------------------------------
-
-
-def power_lengths(args: argparse.Namespace) -> list[int]:
-    rng = random.Random(args.seed)
-    low = max(1, round(args.power_max_tokens * (1 - args.power_spread)))
-    high = max(low, round(args.power_max_tokens * (1 + args.power_spread)))
-    return [rng.randint(low, high) for _ in range(args.power_requests)]
 
 
 def launch(
@@ -394,7 +372,7 @@ def summarise(way: str, run: dict[str, Any]) -> dict[str, Any]:
     )
     result["power_completion_tokens"] = sum(o.tokens for o in outcomes if o.cls == "power")
     result["power_streams_intact"] = sum(
-        1 for o in outcomes if o.cls == "power" and o.text_sha == _answer_sha(o.tokens)
+        1 for o in outcomes if o.cls == "power" and o.text_sha == answer_sha(o.tokens)
     )
     gateway = run.get("gateway", {})
     evictions = sum(v for k, v in gateway.items() if k.startswith("llmserver_preemptions_total"))
@@ -419,11 +397,6 @@ def steady_rate(
     return (inside[-1][3] - inside[0][3]) / (inside[-1][0] - inside[0][0])
 
 
-def _answer_sha(tokens: int) -> str:
-    """The simulator's uninterrupted answer of `tokens` tokens (deterministic per position)."""
-    return hashlib.sha1("".join(token_text(i) for i in range(1, tokens + 1)).encode()).hexdigest()
-
-
 def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | None]]:
     """(target, measured, met) for each of the issue's targets that this run can check, for
     the defaults, the gateway without preemption, and preemption with the capacity set."""
@@ -440,18 +413,18 @@ def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | N
                 (
                     f"{way}: light TTFT p99 below vLLM priority mode's",
                     f"{fmt(p99)} s vs {fmt(other)} s",
-                    _lt(p99, other),
+                    lt(p99, other),
                 )
             )
         if way in ("defaults", "gateway-priority", "gateway-preempt"):
-            checks.append((f"{way}: light TTFT p99 < 0.3 s", f"{fmt(p99)} s", _lt(p99, 0.3)))
+            checks.append((f"{way}: light TTFT p99 < 0.3 s", f"{fmt(p99)} s", lt(p99, 0.3)))
             if prio:
                 quarter = prio["light"]["ttft"]["p99"] / 4
                 checks.append(
                     (f"{way}: light TTFT p99 < 1/4 of priority mode's", f"{fmt(p99)} s vs "
-                     f"{fmt(quarter)} s", _lt(p99, quarter))
+                     f"{fmt(quarter)} s", lt(p99, quarter))
                 )  # fmt: skip
-            checks.append((f"{way}: light TTFT p50 < 0.25 s", f"{fmt(p50)} s", _lt(p50, 0.25)))
+            checks.append((f"{way}: light TTFT p50 < 0.25 s", f"{fmt(p50)} s", lt(p50, 0.25)))
             power = gw["power"]["requests"]
             checks.append(
                 (
@@ -465,19 +438,19 @@ def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | N
                 (
                     f"{way}: at most one eviction per light request",
                     fmt(per_light, 1, 2),
-                    _le(per_light, 1.0),
+                    le(per_light, 1.0),
                 )
             )
         if fifo:
-            steady = _ratio(
+            steady = ratio(
                 gw["backend_steady_tokens_per_second"], fifo["backend_steady_tokens_per_second"]
             )
-            whole = _ratio(gw["backend_tokens_per_second"], fifo["backend_tokens_per_second"])
+            whole = ratio(gw["backend_tokens_per_second"], fifo["backend_tokens_per_second"])
             checks.append(
                 (
                     f"{way}: tokens/s while the flood is backlogged >= 98% of FIFO's",
                     f"{fmt(steady, 100, 1)}% (whole run, drain included: {fmt(whole, 100, 1)}%)",
-                    _ge(steady, 0.98),
+                    ge(steady, 0.98),
                 )
             )
             mine, base = gw["power_completion_tokens"], fifo["power_completion_tokens"]
@@ -489,22 +462,6 @@ def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | N
                 )
             )
     return checks
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
-def _lt(a: float | None, b: float | None) -> bool | None:
-    return None if a is None or b is None else a < b
-
-
-def _le(a: float | None, b: float | None) -> bool | None:
-    return None if a is None or b is None else a <= b
-
-
-def _ge(a: float | None, b: float | None) -> bool | None:
-    return None if a is None or b is None else a >= b
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:

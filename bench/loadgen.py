@@ -6,9 +6,11 @@ far above the load, so the client never queues requests itself. Everything runs 
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
+import random
 import tempfile
 import time
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ import httpx
 
 from llmserver.backends.metrics import parse_samples  # prometheus-client's parser
 from llmserver.testing.processes import Gateway
+from simulator.protocol import token_text
 
 MODEL = "demo-llama"
 
@@ -140,3 +143,61 @@ def configure_gateway(
 
 def fmt(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
     return "-" if value is None else f"{value * scale:.{digits}f}"
+
+
+def simulator_args(args: argparse.Namespace, policy: str) -> list[str]:
+    """A vLLM-like simulator with the flood benchmarks' engine: `--max-num-seqs`, its step
+    timing flags from `args`, real time, the demo's model."""
+    return [
+        "--max-num-seqs",
+        str(args.max_num_seqs),
+        "--scheduling-policy",
+        policy,
+        "--base-step-ms",
+        str(args.base_step_ms),
+        "--per-seq-ms",
+        str(args.per_seq_ms),
+        "--prefill-ms-per-token",
+        str(args.prefill_ms_per_token),
+        "--speed",
+        "1.0",
+        "--model",
+        MODEL,
+    ]
+
+
+def power_lengths(args: argparse.Namespace) -> list[int]:
+    """The flood's answer lengths: seeded, uniform in mean*(1 +- spread), the same every way."""
+    rng = random.Random(args.seed)
+    low = max(1, round(args.power_max_tokens * (1 - args.power_spread)))
+    high = max(low, round(args.power_max_tokens * (1 + args.power_spread)))
+    return [rng.randint(low, high) for _ in range(args.power_requests)]
+
+
+def answer_sha(tokens: int) -> str:
+    """sha1 of the simulator's uninterrupted answer of `tokens` tokens (deterministic per
+    position), to check a stream, resumed or not, word for word."""
+    return hashlib.sha1("".join(token_text(i) for i in range(1, tokens + 1)).encode()).hexdigest()
+
+
+def jain(values: list[float]) -> float | None:
+    """Jain's fairness index: 1.0 when all are equal."""
+    total, squares = sum(values), sum(v * v for v in values)
+    return total * total / (len(values) * squares) if squares else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def lt(a: float | None, b: float | None) -> bool | None:
+    """a < b, or None (unknown) where either is missing; likewise `le` and `ge`."""
+    return None if a is None or b is None else a < b
+
+
+def le(a: float | None, b: float | None) -> bool | None:
+    return None if a is None or b is None else a <= b
+
+
+def ge(a: float | None, b: float | None) -> bool | None:
+    return None if a is None or b is None else a >= b

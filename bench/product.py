@@ -58,7 +58,6 @@ import asyncio
 import hashlib
 import itertools
 import json
-import random
 import sys
 import tempfile
 import time
@@ -70,20 +69,28 @@ from typing import Any
 import httpx
 from loadgen import (
     MODEL,
+    answer_sha,
     client,
     configure_gateway,
     counters,
     fmt,
+    ge,
     generated_tokens,
     has_text,
     headers,
+    jain,
+    le,
+    lt,
     percentile,
+    power_lengths,
+    ratio,
+    simulator_args,
 )
 
 from llmserver.testing.processes import Database, Gateway, start_gateway
 from scheduling.jobs import INTERACTIVE
 from simulator.launcher import RunningSimulator, start_simulator
-from simulator.protocol import chat_prompt, token_text, tokenize
+from simulator.protocol import chat_prompt, tokenize
 
 WAYS = ("fifo", "priority", "defaults", "ideal")
 GATEWAY_WAYS = ("defaults",)
@@ -190,38 +197,6 @@ def chosen_ways(args: argparse.Namespace) -> list[str]:
     if unknown:
         raise SystemExit(f"unknown ways: {sorted(unknown)}")
     return ways
-
-
-def simulator_args(args: argparse.Namespace, policy: str) -> list[str]:
-    return [
-        "--max-num-seqs",
-        str(args.max_num_seqs),
-        "--scheduling-policy",
-        policy,
-        "--base-step-ms",
-        str(args.base_step_ms),
-        "--per-seq-ms",
-        str(args.per_seq_ms),
-        "--prefill-ms-per-token",
-        str(args.prefill_ms_per_token),
-        "--speed",
-        "1.0",
-        "--model",
-        MODEL,
-    ]
-
-
-def power_lengths(args: argparse.Namespace) -> list[int]:
-    """fairness.py's: seeded, uniform in mean*(1 +- spread)."""
-    rng = random.Random(args.seed)
-    low = max(1, round(args.power_max_tokens * (1 - args.power_spread)))
-    high = max(low, round(args.power_max_tokens * (1 + args.power_spread)))
-    return [rng.randint(low, high) for _ in range(args.power_requests)]
-
-
-def answer_sha(tokens: int) -> str:
-    """sha1 of the simulator's uninterrupted answer of `tokens` tokens."""
-    return hashlib.sha1("".join(token_text(i) for i in range(1, tokens + 1)).encode()).hexdigest()
 
 
 # the load ---------------------------------------------------------------------------------
@@ -443,11 +418,6 @@ async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
 # the figures ------------------------------------------------------------------------------
 
 
-def jain(values: list[float]) -> float | None:
-    total, squares = sum(values), sum(v * v for v in values)
-    return total * total / (len(values) * squares) if squares else None
-
-
 def steady_rate(samples: list[tuple[float, float]], window: tuple[float, float]) -> float | None:
     """Generated tokens/s between the samples nearest the window's ends."""
     inside = [s for s in samples if window[0] <= s[0] <= window[1]]
@@ -513,22 +483,6 @@ def summarise(way: str, run: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _lt(a: float | None, b: float | None) -> bool | None:
-    return None if a is None or b is None else a < b
-
-
-def _le(a: float | None, b: float | None) -> bool | None:
-    return None if a is None or b is None else a <= b
-
-
-def _ge(a: float | None, b: float | None) -> bool | None:
-    return None if a is None or b is None else a >= b
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
 def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | None]]:
     """(target, measured, met) for each gateway way that ran."""
     checks: list[tuple[str, str, bool | None]] = []
@@ -538,7 +492,7 @@ def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | N
         if r is None:
             continue
         p50, p99 = r["light"]["ttft"]["p50"], r["light"]["ttft"]["p99"]
-        checks.append((f"{way}: light TTFT p99 < 0.3 s", f"{fmt(p99, 1, 3)} s", _lt(p99, 0.3)))
+        checks.append((f"{way}: light TTFT p99 < 0.3 s", f"{fmt(p99, 1, 3)} s", lt(p99, 0.3)))
         if prio is not None:
             other = prio["light"]["ttft"]["p99"]
             quarter = other / 4 if other is not None else None
@@ -546,18 +500,18 @@ def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | N
                 (
                     f"{way}: light TTFT p99 < 1/4 of vLLM priority mode's",
                     f"{fmt(p99, 1, 3)} s vs {fmt(quarter, 1, 3)} s (priority's {fmt(other)} s)",
-                    _lt(p99, quarter),
+                    lt(p99, quarter),
                 )
             )
-        checks.append((f"{way}: light TTFT p50 < 0.25 s", f"{fmt(p50, 1, 3)} s", _lt(p50, 0.25)))
+        checks.append((f"{way}: light TTFT p50 < 0.25 s", f"{fmt(p50, 1, 3)} s", lt(p50, 0.25)))
         if fifo is not None:
-            ratio = _ratio(r["tokens_per_second"], fifo["tokens_per_second"])
+            vs_fifo = ratio(r["tokens_per_second"], fifo["tokens_per_second"])
             checks.append(
                 (
                     f"{way}: generated tokens/s >= 98% of FIFO's",
-                    f"{fmt(ratio, 100, 1)}% ({fmt(r['tokens_per_second'], 1, 0)} vs "
+                    f"{fmt(vs_fifo, 100, 1)}% ({fmt(r['tokens_per_second'], 1, 0)} vs "
                     f"{fmt(fifo['tokens_per_second'], 1, 0)})",
-                    _ge(ratio, 0.98),
+                    ge(vs_fifo, 0.98),
                 )
             )
         shares = " / ".join(f"{s.user} {fmt(r['heavy_shares'][s.user], 100, 1)}%" for s in HEAVY)
@@ -567,7 +521,7 @@ def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | N
                 f"{fmt(r['heavy_jain'], 1, 3)} ({shares}; weights 1/2/1)"
                 if r["heavy_jain"] is not None
                 else "no heavy request completed in the window",
-                _ge(r["heavy_jain"], 0.99),
+                ge(r["heavy_jain"], 0.99),
             )
         )
         checks.append(
@@ -576,14 +530,14 @@ def targets(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, bool | N
                 f"{fmt(r['evictions_per_completed_request'], 1, 3)} ({r['evictions']:g} evictions)"
                 if r["evictions"] is not None
                 else "-",
-                _le(r["evictions_per_completed_request"], 0.05),
+                le(r["evictions_per_completed_request"], 0.05),
             )
         )
         checks.append(
             (
                 f"{way}: evictions per light request <= 1",
                 fmt(r["evictions_per_light_request"], 1, 2),
-                _le(r["evictions_per_light_request"], 1.0),
+                le(r["evictions_per_light_request"], 1.0),
             )
         )
         intact = sum(r[c]["intact"] for c in CLASSES)
@@ -620,7 +574,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         t = r["light"]["ttft"]
         shares = " / ".join(fmt(r["heavy_shares"][s.user], 100, 1) + "%" for s in HEAVY)
         rate = r["tokens_per_second"]
-        ratio = _ratio(rate, fifo_rate)
+        vs_fifo = ratio(rate, fifo_rate)
         evictions = (
             "-"
             if r["evictions"] is None
@@ -637,7 +591,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"| {way} | {fmt(t['p50'], 1, 3)} / {fmt(t['p95'], 1, 3)} / {fmt(t['p99'], 1, 3)} "
             f"| {shares} | {fmt(r['heavy_jain'], 1, 3)} "
-            f"| {fmt(rate, 1, 0)} ({fmt(ratio, 100, 1)}%) | {evictions} | {intact} "
+            f"| {fmt(rate, 1, 0)} ({fmt(vs_fifo, 100, 1)}%) | {evictions} | {intact} "
             f"| {done} "
             f"| {errors} ({refused}) |"
         )

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen import client, configure_gateway, counters, fmt, generated_tokens
+from loadgen import client, configure_gateway, counters, fmt, generated_tokens, jain
 
 from llmserver.testing.processes import Database, start_gateway
 from simulator.launcher import start_simulator
@@ -195,11 +195,6 @@ async def sample_running(http: Any, sim_url: str, until: float) -> list[float]:
         running.append((await counters(http, sim_url)).get("vllm:num_requests_running", 0.0))
         await asyncio.sleep(min(0.1, max(0.0, until - time.monotonic())))
     return running
-
-
-def jain(values: list[float]) -> float | None:
-    total, squares = sum(values), sum(v * v for v in values)
-    return total * total / (len(values) * squares) if squares else None
 
 
 def measure(served: dict[str, Served], unit: str, weights: tuple[float, ...]) -> dict[str, Any]:
