@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/scheduler.py
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/fairness.py
+	$(BIN)/python bench/product.py
 
 format: $(STAMP)
 	$(BIN)/ruff format .
