@@ -143,6 +143,10 @@ class Completion:
             # nothing is billed; the row (its status and error) still shows the refusal.
             self.draft.prompt_tokens = self.draft.completion_tokens = 0
         model_label = self.req.model if self.req.model in gw.routes() else "unknown"
+        if self.draft.error_type == "model_not_found":
+            # A name no route serves is whatever a client typed: the reports group by model, so
+            # it is recorded as "unknown" (the client's error says which name was refused).
+            self.draft.model = "unknown"
         elapsed = time.monotonic() - self.arrived
         gw.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
         access_log(self.draft, model_label, elapsed, gw.settings.access_log)

@@ -58,3 +58,11 @@ async def test_an_unknown_model_is_a_404_and_is_recorded_as_rejected(gateway, wo
     await gateway.usage.flush_once()
     [row] = await usage_rows()
     assert (row["status"], row["error_type"]) == ("rejected", "model_not_found")
+
+
+async def test_a_model_name_no_route_serves_is_recorded_as_unknown(gateway, world):
+    body = json.dumps({"model": "made-up-123", "messages": [{"role": "user", "content": "x"}]})
+    assert (await read_all(await start(world["alice"], body.encode())))[0] == 404
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    assert row["model"] == "unknown"
