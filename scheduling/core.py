@@ -537,7 +537,10 @@ class Scheduler:
         for state in pool:
             if not state.config.preemption or state.capacity is None:
                 continue
-            excess = int(state.estimated_waiting()) - state.evicting
+            # Only ours beyond the capacity surely wait there: others' traffic (another
+            # gateway's) may be what queues, and ours then runs.
+            excess = min(int(state.estimated_waiting()), state.in_flight - state.capacity)
+            excess -= state.evicting
             allowance = c.preempt_max_per_backend_second - state.evictions_in_last_second(now)
             if min(excess, allowance) <= 0:
                 continue

@@ -352,3 +352,17 @@ def test_no_job_leaves_the_engine_queue_while_nobody_is_due_to_preempt():
     s.update_metrics("b1", fresh(now=0.4, waiting=2, running=4))
     assert s.backends["b1"].estimated_waiting() == 2
     assert s.dispatch_once(1.0).evicted == []
+
+
+def test_jobs_of_ours_within_the_capacity_stay_when_others_traffic_is_what_queues():
+    backend = BackendConfig("b1", frozenset({"m"}), has_metrics=True, capacity=4, preemption=True)
+    s = scheduler(backend, gates=FULL_AT_CAPACITY)
+    s.update_metrics("b1", fresh(now=0.0, waiting=0, running=0))
+    for _ in range(3):
+        s.submit(job(ALICE, preemptible=True, max_concurrent=64), 0.0)
+    s.select(0.0)  # three of ours; then another gateway's three arrive: four run, two wait
+    s.update_metrics("b1", fresh(now=0.2, waiting=2, running=4))
+    s.update_metrics("b1", fresh(now=0.4, waiting=2, running=4))
+    assert s.backends["b1"].estimated_waiting() == 2
+    s.submit(light(), 1.0)
+    assert len(s.dispatch_once(1.2).evicted) == 1  # the waiter's own victim, nothing more
