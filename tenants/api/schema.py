@@ -7,10 +7,14 @@ serializers and this schema reads them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
-from rest_framework.schemas.openapi import AutoSchema
+from rest_framework.request import Request
+from rest_framework.schemas.openapi import AutoSchema, SchemaGenerator
+
+if TYPE_CHECKING:
+    from rest_framework.schemas.openapi import _DRFOpenAPISchema  # the stubs' type only
 
 _TYPES = {
     serializers.DateField: {"type": "string", "format": "date"},
@@ -58,4 +62,58 @@ class SelfServiceSchema(AutoSchema):
             serializer = self.get_serializer(path, method)
             assert serializer is not None, "every JSON view names its response_serializer"
             content = {"application/json": {"schema": self.get_reference(serializer)}}
-        return {"200": {"description": "", "content": content}}
+        return {
+            "200": {"description": "", "content": content},
+            "400": _error("A query parameter is invalid (OpenAI's error shape, `param` names it)."),
+            "401": _error("The API key is missing, invalid, revoked or expired."),
+        }
+
+    def get_operation(self, path: str, method: str) -> dict[str, Any]:
+        operation: dict[str, Any] = super().get_operation(path, method)
+        operation["security"] = [{SECURITY: []}]
+        return operation
+
+
+SECURITY = "apiKey"
+ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["message", "type"],
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": "string", "nullable": True},
+                "code": {"type": "string", "nullable": True},
+            },
+        }
+    },
+}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+
+class SelfServiceSchemaGenerator(SchemaGenerator):
+    """DRF's generator, plus what its per-view schemas cannot add: the error body they refer to
+    and the bearer-key security scheme."""
+
+    def get_schema(self, request: Request | None = None, public: bool = False) -> _DRFOpenAPISchema:
+        schema = super().get_schema(request, public)
+        components = schema.setdefault("components", {})
+        components.setdefault("schemas", {})["Error"] = ERROR
+        components["securitySchemes"] = {
+            SECURITY: {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key of the tenant: `Authorization: Bearer <API key>`.",
+            }
+        }
+        schema["security"] = [{SECURITY: []}]
+        return schema

@@ -7,6 +7,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.renderers import JSONOpenAPIRenderer
 from rest_framework.schemas import get_schema_view
 
+from tenants.api.schema import SelfServiceSchemaGenerator
 from tenants.api.views import QuotaView, UsageCsvView, UsageView
 
 app_name = "selfservice"
@@ -30,6 +31,7 @@ urlpatterns = [
             renderer_classes=[JSONOpenAPIRenderer],
             permission_classes=[AllowAny],
             authentication_classes=[],
+            generator_class=SelfServiceSchemaGenerator,
         ),
         name="openapi",
     ),
