@@ -232,6 +232,9 @@ class Scheduler:
     def dispatch_once(self, now: float) -> Step:
         """One scheduling step: expire, age, dispatch all that the gates allow, then make room
         where a job has waited past its `preempt_after` with every slot busy."""
+        for state in self.backends.values():
+            if state.unreachable_until is not None and state.unreachable_until <= now:
+                state.unreachable_until = None  # spent: it must not stay a wake-up time
         expired = self.expire(now)
         dispatched = self.select(now)
         return Step(dispatched=dispatched, expired=expired, evicted=self.preempt(now))

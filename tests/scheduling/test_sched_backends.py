@@ -134,3 +134,17 @@ def test_jobs_go_to_another_backend_while_one_is_unreachable():
     s.requeue(j.id, d.backend, unreachable_at=0.0)
     (again,) = s.select(0.0)
     assert again.backend != d.backend
+
+
+def test_a_spent_unreachable_backoff_no_longer_wakes_the_scheduler():
+    """Else a backend that was once unreachable and is never scraped (no metrics) or stays
+    down would keep the service loop waking at once, forever."""
+    s = scheduler(plain("b1"))
+    j = job(ALICE)
+    s.submit(j, 0.0)
+    s.select(0.0)
+    s.requeue(j.id, "b1", unreachable_at=1.0)
+    s.dispatch_once(1.0 + UNREACHABLE_SECONDS)
+    s.complete(j.id)
+    s.dispatch_once(10.0)
+    assert s.next_wakeup() is None
