@@ -542,10 +542,9 @@ class Scheduler:
                 continue
             # Only ours beyond the capacity surely wait there: others' traffic (another
             # gateway's) may be what queues, and ours then runs.
-            excess = min(int(state.estimated_waiting()), state.in_flight - state.capacity)
-            excess -= state.evicting
-            allowance = c.preempt_max_per_backend_second - state.evictions_in_last_second(now)
-            if min(excess, allowance) <= 0:
+            excess = state.in_flight - state.capacity - state.evicting
+            n = min(excess, self._eviction_allowance(state, now))
+            if n <= 0:
                 continue
             queued_there = sorted(
                 (
@@ -561,7 +560,7 @@ class Scheduler:
                 key=lambda e: (e.dispatched_at, e.seq),
                 reverse=True,
             )
-            out += [self._evict(e, state, now) for e in queued_there[: min(excess, allowance)]]
+            out += [self._evict(e, state, now) for e in queued_there[:n]]
         return out
 
     def _waiters(self, heap: BandHeap, now: float) -> Iterator[Lane]:
@@ -594,7 +593,7 @@ class Scheduler:
         names = {
             s.name
             for s in pool
-            if s.config.preemption and not s.evicting and self._may_evict(s, now)
+            if s.config.preemption and not s.evicting and self._eviction_allowance(s, now) > 0
         }
         best: tuple[int, float, float] | None = None
         chosen: Entry | None = None
@@ -628,14 +627,16 @@ class Scheduler:
                 best, chosen = rank, entry
         return chosen
 
-    def _may_evict(self, backend: BackendState, now: float) -> bool:
-        """Below its evictions-per-second bound; notes when it may evict again if not."""
-        if backend.evictions_in_last_second(now) < self.config.preempt_max_per_backend_second:
-            return True
-        again = backend.evicted_at[0] + 1.0
-        if self._preempt_due is None or again < self._preempt_due:
-            self._preempt_due = again
-        return False
+    def _eviction_allowance(self, backend: BackendState, now: float) -> int:
+        """How many more evictions its per-second bound allows now; at none, notes when it
+        allows one again."""
+        left = self.config.preempt_max_per_backend_second
+        left -= backend.evictions_in_last_second(now)
+        if left <= 0:
+            again = backend.evicted_at[0] + 1.0
+            if self._preempt_due is None or again < self._preempt_due:
+                self._preempt_due = again
+        return left
 
     def _yields(self, entry: Entry) -> bool:
         """An evicted job waits while the lane it was evicted for has a job waiting and has not
