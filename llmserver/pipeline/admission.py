@@ -29,6 +29,7 @@ from llmserver.runtime.reservations import Reservation, Reservations, held_cost,
 from scheduling import BATCH
 from tenants.budget import standing
 from tenants.models import OverBudget
+from tenants.models.rules import priced
 from tenants.quota import check_quota_for
 
 log = logging.getLogger(__name__)
@@ -87,10 +88,12 @@ async def _check_and_hold(
         if verdict.refusal is not None:
             raise verdict.refusal
         price_in, price_out = prices.get(req.model, (0.0, 0.0))
-        cost = (
-            Decimal(str(price_in)) * req.estimated_prompt_tokens
-            + Decimal(str(price_out)) * req.max_tokens
-        ) / 1_000_000
+        cost = priced(
+            req.estimated_prompt_tokens,
+            req.max_tokens,
+            Decimal(str(price_in)),
+            Decimal(str(price_out)),
+        )
         tokens = req.estimated_prompt_tokens + req.max_tokens
         reservation = Reservation(key.tenant_id, key.user, req.model, tokens, key.key_id, cost)
         await reservations.hold(request_id, reservation)

@@ -177,7 +177,19 @@ class CostRule(models.Model):
             )
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> Decimal:
-        return (
-            Decimal(prompt_tokens) * self.input_per_million
-            + Decimal(completion_tokens) * self.output_per_million
-        ) / MILLION
+        return priced(
+            prompt_tokens, completion_tokens, self.input_per_million, self.output_per_million
+        )
+
+
+def priced(
+    prompt_tokens: int,
+    completion_tokens: int,
+    input_per_million: Decimal,
+    output_per_million: Decimal,
+) -> Decimal:
+    """What tokens cost at per-million prices: the one rule of the bill, and of what an admitted
+    request holds against a budget."""
+    return (
+        Decimal(prompt_tokens) * input_per_million + Decimal(completion_tokens) * output_per_million
+    ) / MILLION
