@@ -56,6 +56,8 @@ from typing import Any
 
 from loadgen import (
     Outcome,
+    add_engine_arguments,
+    add_flood_arguments,
     answer_sha,
     body,
     client,
@@ -97,25 +99,13 @@ LIGHT_PROMPT = "What is the capital of France? Answer briefly. "
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--duration", type=float, default=60.0, help="Light users send for this long.")
-    p.add_argument("--power-requests", type=int, default=200)
-    p.add_argument("--power-max-tokens", type=int, default=200, help="Mean stream length.")
-    p.add_argument(
-        "--power-spread",
-        type=float,
-        default=0.5,
-        help="Lengths are uniform in mean*(1 +- spread), seeded, the same in every way; "
-        "0 makes every stream equal, so completions come in lockstep bursts of max_num_seqs.",
-    )
-    p.add_argument("--seed", type=int, default=7)
+    add_flood_arguments(p)
     p.add_argument("--scrape-interval", type=float, help="The gateway's SCRAPE_INTERVAL.")
     p.add_argument("--light-users", type=int, default=5)
     p.add_argument("--light-interval", type=float, default=3.0)
     p.add_argument("--light-max-tokens", type=int, default=32)
     p.add_argument("--light-delay", type=float, default=1.0, help="Light users start after this.")
-    p.add_argument("--max-num-seqs", type=int, default=16)
-    p.add_argument("--base-step-ms", type=float, default=15.0)
-    p.add_argument("--per-seq-ms", type=float, default=0.6)
-    p.add_argument("--prefill-ms-per-token", type=float, default=0.02)
+    add_engine_arguments(p)
     p.add_argument(
         "--preempt-after-ms",
         type=float,

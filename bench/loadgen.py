@@ -145,6 +145,28 @@ def fmt(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
     return "-" if value is None else f"{value * scale:.{digits}f}"
 
 
+def add_engine_arguments(p: argparse.ArgumentParser) -> None:
+    """The simulated engine's flags that `simulator_args` passes on."""
+    p.add_argument("--max-num-seqs", type=int, default=16)
+    p.add_argument("--base-step-ms", type=float, default=15.0)
+    p.add_argument("--per-seq-ms", type=float, default=0.6)
+    p.add_argument("--prefill-ms-per-token", type=float, default=0.02)
+
+
+def add_flood_arguments(p: argparse.ArgumentParser) -> None:
+    """The power user's flood, as `power_lengths` reads it."""
+    p.add_argument("--power-requests", type=int, default=200)
+    p.add_argument("--power-max-tokens", type=int, default=200, help="Mean stream length.")
+    p.add_argument(
+        "--power-spread",
+        type=float,
+        default=0.5,
+        help="Lengths are uniform in mean*(1 +- spread), seeded, the same in every way; "
+        "0 makes every stream equal, so completions come in lockstep bursts of max_num_seqs.",
+    )
+    p.add_argument("--seed", type=int, default=7)
+
+
 def simulator_args(args: argparse.Namespace, policy: str) -> list[str]:
     """A vLLM-like simulator with the flood benchmarks' engine: `--max-num-seqs`, its step
     timing flags from `args`, real time, the demo's model."""

@@ -69,6 +69,8 @@ from typing import Any
 import httpx
 from loadgen import (
     MODEL,
+    add_engine_arguments,
+    add_flood_arguments,
     answer_sha,
     client,
     configure_gateway,
@@ -161,18 +163,12 @@ class Result:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--duration", type=float, default=60.0, help="Light users send for this long.")
-    p.add_argument("--power-requests", type=int, default=200)
-    p.add_argument("--power-max-tokens", type=int, default=200, help="Mean stream length.")
-    p.add_argument("--power-spread", type=float, default=0.5, help="Lengths mean*(1 +- spread).")
-    p.add_argument("--seed", type=int, default=7)
+    add_flood_arguments(p)
     p.add_argument("--light-users", type=int, default=5)
     p.add_argument("--light-interval", type=float, default=4.0)
     p.add_argument("--light-max-tokens", type=int, default=32)
     p.add_argument("--light-delay", type=float, default=1.0, help="Light users start after this.")
-    p.add_argument("--max-num-seqs", type=int, default=16)
-    p.add_argument("--base-step-ms", type=float, default=15.0)
-    p.add_argument("--per-seq-ms", type=float, default=0.6)
-    p.add_argument("--prefill-ms-per-token", type=float, default=0.02)
+    add_engine_arguments(p)
     p.add_argument(
         "--drain-timeout",
         type=float,
