@@ -54,13 +54,14 @@ class Engine:
     s: Scheduler = field(init=False)
     now: float = 0.0
     left: dict[str, float] = field(default_factory=dict)  # running job -> seconds still to run
-    evicting: dict[str, str] = field(default_factory=dict)  # job -> backend, confirmed next tick
+    evicting: set[str] = field(default_factory=set)  # evicted jobs, confirmed next tick
     submitted: int = 0
     completed: int = 0
-    evictions: int = 0
     evictions_by_job: dict[str, int] = field(default_factory=dict)
     evictions_at: dict[str, list[float]] = field(default_factory=dict)
+    dispatches: dict[int, int] = field(default_factory=dict)  # principal -> dispatches so far
     waiting_since: dict[int, float | None] = field(default_factory=dict)  # principal -> since
+    seen_dispatches: dict[int, int] = field(default_factory=dict)  # principal -> at `since`
     longest_wait: dict[int, float] = field(default_factory=dict)
     next_send: dict[int, float] = field(default_factory=dict)
 
@@ -87,14 +88,18 @@ class Engine:
             "m",
             shape.band,
             weight=shape.weight,
-            estimated_cost=shape.prompt + 4.0 * shape.answer,
+            estimated_cost=cost(shape),
             max_queued=10_000,
             max_concurrent=10_000,
             preemptible=True,
             preempt_after=PREEMPT_AFTER,
         )
         self.s.submit(job, self.now)
-        self.left[job.id] = shape.answer / TOKENS_PER_SECOND
+        self.left[job.id] = duration(shape)
+
+    @property
+    def evictions(self) -> int:
+        return sum(self.evictions_by_job.values())
 
     def scrape(self) -> None:
         for name, state in self.s.backends.items():
@@ -111,18 +116,17 @@ class Engine:
             )
 
     def tick(self) -> None:
-        for job_id in list(self.evicting):
-            shape = self.shapes[int(job_id[1:].split("-")[0])]
-            ran = shape.answer / TOKENS_PER_SECOND - self.left[job_id]
+        for job_id in self.evicting:
+            shape = self.shapes[principal_of(job_id)]
+            ran = duration(shape) - self.left[job_id]
             self.s.preempted(job_id, shape.prompt + 4.0 * ran * TOKENS_PER_SECOND, self.now)
-            del self.evicting[job_id]
+        self.evicting.clear()
         step = self.s.dispatch_once(self.now)
         for d in step.dispatched:
-            p = int(d.job.id[1:].split("-")[0])
+            p = principal_of(d.job.id)
             self.dispatches[p] = self.dispatches.get(p, 0) + 1
         for e in step.evicted:
-            self.evicting[e.job_id] = e.backend
-            self.evictions += 1
+            self.evicting.add(e.job_id)
             self.evictions_by_job[e.job_id] = self.evictions_by_job.get(e.job_id, 0) + 1
             self.evictions_at.setdefault(e.backend, []).append(self.now)
         self.watch_waits()
@@ -133,7 +137,7 @@ class Engine:
                 if self.left[job_id] <= 1e-9:
                     self.s.complete(job_id)
                     self.completed += 1
-                    p = int(job_id[1:].split("-")[0])
+                    p = principal_of(job_id)
                     if self.shapes[p].depth:
                         self.send(p)  # closed loop: the answer comes, the next request goes
         for p, shape in enumerate(self.shapes):
@@ -154,19 +158,26 @@ class Engine:
                 continue
             dispatches = self.dispatches.get(p, 0)
             since = self.waiting_since.get(p)
-            if since is None or dispatches != self._seen.get(p):
+            if since is None or dispatches != self.seen_dispatches.get(p):
                 self.waiting_since[p] = self.now
-                self._seen[p] = dispatches
+                self.seen_dispatches[p] = dispatches
             else:
                 self.longest_wait[p] = max(self.longest_wait[p], self.now - since)
 
-    _seen: dict[int, int] = field(default_factory=dict)
-    dispatches: dict[int, int] = field(default_factory=dict)  # principal -> dispatches so far
+
+def cost(shape: Shape) -> float:
+    """One of its jobs in the tokens unit at the default weights (w_in 1, w_out 4)."""
+    return shape.prompt + 4.0 * shape.answer
 
 
 def charge(shape: Shape) -> float:
     """What one of its jobs adds to its principal's account."""
-    return (shape.prompt + 4.0 * shape.answer) / shape.weight
+    return cost(shape) / shape.weight
+
+
+def principal_of(job_id: str) -> int:
+    """The index of the principal a job id ("p<index>-<n>") belongs to."""
+    return int(job_id[1:].split("-")[0])
 
 
 def duration(shape: Shape) -> float:
