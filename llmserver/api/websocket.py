@@ -22,7 +22,6 @@ from llmserver.api.errors import ApiError, internal_error, invalid
 from llmserver.api.validation import validate
 from llmserver.pipeline.completion import Completion, new_request_id
 from llmserver.runtime.gateway import Gateway, get_gateway
-from llmserver.runtime.keys import KeyInfo
 
 log = logging.getLogger(__name__)
 MAX_OPEN_REQUESTS = 8
@@ -86,7 +85,7 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             secret = next(iter(query.get("api_key", [])), None)
         self.secret = secret
         try:
-            self.key: KeyInfo = await authenticate(self.gw, secret)
+            await authenticate(self.gw, secret)
         except ApiError:
             await self.close(code=4401)
             return
@@ -138,7 +137,10 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
                 default_max_tokens=self.gw.settings.default_max_tokens,
                 max_tokens_limit=self.gw.settings.max_tokens_limit,
             )
-            key = await self._authorise()
+            # Each request is authorised as a new HTTP request would be (from the key cache,
+            # which revocation, deletion and expiry empty): a key gone since the socket opened
+            # is refused, and the socket closed (below).
+            key = await authenticate(self.gw, self.secret)
             # The client's id only names the request on this socket; clients reuse ids.
             await Completion(
                 self.gw, key, req, SocketSink(self, request_id), new_request_id()
@@ -156,13 +158,6 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             await self._error(request_id, internal_error())
         finally:
             self.tasks.pop(request_id, None)
-
-    async def _authorise(self) -> KeyInfo:
-        """Each request on the socket is authorised as a new HTTP request would be (from the key
-        cache, which revocation, deletion and expiry empty): a key revoked or deleted since the
-        socket opened is refused (and the socket then closed, see `_run`)."""
-        self.key = await authenticate(self.gw, self.secret)
-        return self.key
 
     async def _error(self, request_id: str | None, exc: ApiError) -> None:
         await self._send_quietly(
