@@ -67,15 +67,15 @@ async def run_on_pool(
         except Preempted:
             scheduler.preempted(ticket, cost_so_far())
         except BackendError as exc:
-            if exc.unreachable and not started():
-                # Down, not busy: closed to every queued job at once; this one waits (within
-                # its deadline) for it to come back, or goes to another of the pool.
-                scheduler.requeue(ticket, backend, unreachable=True)
-                continue
-            failed.add(backend)
-            if exc.retryable and not started() and set(pool) - failed:
+            # Unreachable is down, not busy: closed to every queued job at once, and this one
+            # waits (within its deadline) for it to come back or goes to another of the pool.
+            # Any other failure: never back to this backend.
+            down = exc.unreachable
+            if not down:
+                failed.add(backend)
+            if exc.retryable and not started() and (down or set(pool) - failed):
                 try:
-                    scheduler.requeue(ticket, backend)
+                    scheduler.requeue(ticket, backend, unreachable=down)
                     continue
                 except NoBackend:
                     pass
