@@ -154,7 +154,9 @@ class CompletionsConsumer(JsonHttpConsumer):
         chunk = message.get("body", b"")
         self.size += len(chunk)
         declared = _header(self.scope, b"content-length")
-        if self.size > limit or (declared and declared.isdigit() and int(declared) > limit):
+        if self.size > limit or (
+            declared and declared.isascii() and declared.isdigit() and int(declared) > limit
+        ):
             self.too_large = True
         elif chunk:
             self.body.append(chunk)
