@@ -13,29 +13,7 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from llmserver.runtime import notices
-from tenants.models import (
-    ApiKey,
-    Backend,
-    CostRule,
-    FairSharePolicy,
-    ModelRoute,
-    ModelTokenWeights,
-    QuotaRule,
-    Tenant,
-    Tier,
-)
-
-CONFIG_MODELS = (
-    ApiKey,
-    Backend,
-    CostRule,
-    FairSharePolicy,
-    ModelRoute,
-    ModelTokenWeights,
-    QuotaRule,
-    Tenant,
-    Tier,
-)
+from tenants.models.config_changes import CONFIG_MODELS
 
 
 @receiver(post_save)

@@ -34,6 +34,7 @@ from scheduling.prefix_index import PrefixIndex, choose_backend
 # How long a backend found unreachable stays closed without a healthy scrape (one without
 # metrics is then tried again by the next job).
 UNREACHABLE_SECONDS = 2.0
+IDLE_SWEEP_SECONDS = 1.0
 TOTAL_KEYS = ("dispatched", "completed", "cancelled", "expired", "rejected", "evicted", "preempted")
 # Gate reasons that mean "every slot is busy", the only case in which preemption makes room.
 _FULL = frozenset({"max_in_flight", "waiting"})
@@ -64,6 +65,9 @@ class Scheduler:
         self._heaps: dict[tuple[str, int], BandHeap] = {}
         # Lanes with jobs queued or in flight, per (pool, band): who shares the backend's slots.
         self._active: dict[tuple[str, int], set[Lane]] = {}
+        # Lanes that went idle, kept until their accounts no longer matter (`_sweep_idle`).
+        self._idle: dict[tuple[str, int, Principal], Lane] = {}
+        self._next_sweep = 0.0
         self._deadlines: list[tuple[float, int, Entry]] = []
         self._aging: list[tuple[float, int, int, Entry]] = []
         self.prefixes = PrefixIndex(config.prefix_index_blocks, config.prefix_ttl_seconds)
@@ -235,6 +239,9 @@ class Scheduler:
         for state in self.backends.values():
             if state.unreachable_until is not None and state.unreachable_until <= now:
                 state.unreachable_until = None  # spent: it must not stay a wake-up time
+        if now >= self._next_sweep:
+            self._sweep_idle()
+            self._next_sweep = now + IDLE_SWEEP_SECONDS
         expired = self.expire(now)
         dispatched = self.select(now)
         return Step(dispatched=dispatched, expired=expired, evicted=self.preempt(now))
@@ -681,6 +688,36 @@ class Scheduler:
     def _forget_if_idle(self, lane: Lane) -> None:
         if lane.live == 0 and lane.in_flight == 0:
             self._active.get((lane.model, lane.band), set()).discard(lane)
+            self._idle[(lane.model, lane.band, lane.principal)] = lane
+
+    def _sweep_idle(self) -> None:
+        """Forget idle lanes whose accounts no longer matter, and their principals' counters
+        once those are zero; without this every principal ever seen stays in memory. An idle
+        lane's account matters only while it is above the floor a returning lane is lifted to
+        (its debt from the work it was served); at or below it, or with nobody active to be
+        compared with, a new lane starts where it would. O(idle lanes), once a second."""
+        floors: dict[tuple[str, int], float | None] = {}
+        for key, lane in list(self._idle.items()):
+            if lane.live or lane.in_flight:
+                del self._idle[key]  # active again
+                continue
+            group = (lane.model, lane.band)
+            if group not in floors:
+                floors[group] = self._floor(*group)
+            floor = floors[group]
+            if floor is not None and lane.service > floor:
+                continue
+            del self._idle[key]
+            if self.lanes.get(key) is lane:
+                del self.lanes[key]
+            pstate = self.principals.get(lane.principal)
+            if pstate is not None and pstate.queued == 0 and pstate.in_flight == 0:
+                del self.principals[lane.principal]
+
+    def active_lanes(self) -> Iterator[Lane]:
+        """Every lane with work queued or in flight, in no order."""
+        for lanes in self._active.values():
+            yield from lanes
 
     def _priority(self, lane: Lane, backend: BackendState) -> int:
         """The coarse priority handed to a backend that schedules by priority (lower first):

@@ -17,7 +17,7 @@ ALPHA = 0.2  # weight of the newest answer: about the last ten count
 
 
 class OutputLengths:
-    def __init__(self, capacity: int = 100_000) -> None:
+    def __init__(self, capacity: int = 10_000) -> None:
         self.capacity = capacity
         self._mean: OrderedDict[tuple[Principal, str], float] = OrderedDict()
 

@@ -86,8 +86,7 @@ def build_snapshot(scheduler: Scheduler, now: float) -> SchedulerSnapshot:
             lane.service,
             waiting_reason(scheduler, lane, now),
         )
-        for lane in scheduler.lanes.values()
-        if lane.live or lane.in_flight
+        for lane in scheduler.active_lanes()
     )
     bands = sorted(set(config.gates) | set(BANDS))
     backends = tuple(
@@ -111,7 +110,7 @@ def build_snapshot(scheduler: Scheduler, now: float) -> SchedulerSnapshot:
         for state in scheduler.backends.values()
     )
     totals = {
-        "queued": sum(p.queued for p in scheduler.principals.values()),
+        "queued": scheduler.queued_jobs,
         "in_flight": sum(p.in_flight for p in scheduler.principals.values()),
         **scheduler.totals,
     }

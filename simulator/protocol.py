@@ -97,13 +97,21 @@ def _content_text(content: Any) -> str:
     return ""
 
 
-def chat_prompt(messages: list[Any]) -> str:
-    """The simulator's chat template: one `role: content` line per message."""
-    return "\n".join(
+def chat_prompt(messages: list[Any], add_generation_prompt: bool = True) -> str:
+    """The simulator's chat template: one `role: content` line per message, then the
+    generation prompt (an `assistant:` line the answer follows), as a Hugging Face chat template
+    renders `add_generation_prompt` (transformers' `apply_chat_template`, which vLLM and SGLang
+    call; true by default in their chat and /tokenize requests). Without it the final message
+    is left open, as `continue_final_message` renders it: so a continuation's prompt is the
+    original prompt plus the text it continues, as with real templates."""
+    lines = [
         f"{m.get('role', 'user')}: {_content_text(m.get('content'))}"
         for m in messages
         if isinstance(m, dict)
-    )
+    ]
+    if add_generation_prompt:
+        lines.append("assistant:")
+    return "\n".join(lines)
 
 
 def _request_body(raw: bytes, model: str) -> dict[str, Any]:
@@ -129,11 +137,22 @@ def parse_tokenize(raw: bytes, model: str, fmt: str = "vllm") -> list[str]:
     messages = body.get("messages")
     if isinstance(messages, list) and messages:
         _continued_tokens(body, messages, fmt)  # the same refusals as the chat endpoint
-        return tokenize(chat_prompt(messages))
+        return tokenize(chat_prompt(messages, _generation_prompt(body, fmt)))
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
         raise RequestError(400, "`prompt` or `messages` is required.", "prompt")
     return tokenize(prompt)
+
+
+def _generation_prompt(body: dict[str, Any], fmt: str) -> bool:
+    """Whether the template adds the generation prompt: vLLM's `add_generation_prompt`
+    (default true; false is required with `continue_final_message`); SGLang has no such field
+    and adds it except where it continues a final assistant message (`serving_chat.py`)."""
+    if body.get("continue_final_message"):
+        return False
+    if fmt == "sglang":
+        return True
+    return bool(body.get("add_generation_prompt", True))
 
 
 def parse_request(
@@ -146,7 +165,7 @@ def parse_request(
         if not isinstance(messages, list) or not messages:
             raise RequestError(400, "`messages` must be a non-empty list.", "messages")
         output_offset = _continued_tokens(body, messages, fmt)
-        text = chat_prompt(messages)
+        text = chat_prompt(messages, _generation_prompt(body, fmt))
     else:
         prompt = body.get("prompt")
         if isinstance(prompt, list):

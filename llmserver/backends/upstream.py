@@ -117,6 +117,7 @@ class UpstreamClient:
         max_connections: int = 1024,
         connect_timeout: float = 5.0,
         read_timeout: float = 600.0,
+        first_byte_timeout: float = 60.0,
         keepalive_expiry: float = 4.0,
         name: str = "",
         priority_scheduling: bool = False,
@@ -127,6 +128,9 @@ class UpstreamClient:
         self.base_url = base_url.rstrip("/")
         self.max_connections = max_connections
         self.keepalive_expiry = keepalive_expiry
+        # A stream's first event: a backend that accepts requests but produces nothing (a hung
+        # engine behind a live HTTP server) is found in this long, not the read timeout.
+        self.first_byte_timeout = first_byte_timeout
         self._headers = {"content-type": "application/json"}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
@@ -314,7 +318,12 @@ class UpstreamClient:
         request_id: str | None,
     ) -> AsyncGenerator[bytes]:
         payload = self._body(body, priority)
-        response = await self._open(path, payload, request_id)
+        deadline = asyncio.get_running_loop().time() + self.first_byte_timeout
+        try:
+            async with asyncio.timeout_at(deadline):
+                response = await self._open(path, payload, request_id)
+        except TimeoutError:
+            raise self._hung(request_id) from None
         if response.status >= 400:
             with _closing(response):
                 error = await self._status_error(response, request_id)
@@ -324,14 +333,30 @@ class UpstreamClient:
                 yield chunk
             return
         with _closing(response):
+            chunks = response.content.iter_any()
             sent = False
             try:
-                async for chunk in response.content.iter_any():
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        first = await anext(chunks, b"")
+                except TimeoutError:
+                    raise self._hung(request_id) from None
+                if first:
                     sent = True
+                    yield first
+                async for chunk in chunks:
                     yield chunk
             except aiohttp.ClientError as exc:
                 error = BackendError(f"the stream broke: {exc!r}", retryable=not sent)
                 raise self._failed(request_id, "stream broke", error) from None
+
+    def _hung(self, request_id: str | None) -> BackendError:
+        """Nothing within `first_byte_timeout`: nothing reached the client either, so another
+        backend may take the request."""
+        error = BackendError(
+            f"the backend sent nothing within {self.first_byte_timeout:g} s", retryable=True
+        )
+        return self._failed(request_id, "no first byte", error)
 
     async def aclose(self) -> None:
         await self.http.aclose()

@@ -31,6 +31,7 @@ class BackendSpec:
     priority_scheduling: bool
     preemption: bool = False
     kv_events_endpoint: str = ""
+    first_byte_timeout: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,7 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
             priority_scheduling=b.priority_scheduling,
             preemption=b.preemption,
             kv_events_endpoint=b.kv_events_endpoint,
+            first_byte_timeout=b.first_byte_timeout_seconds,
         )
         for b in Backend.objects.filter(enabled=True)
     }

@@ -28,7 +28,7 @@ from llmserver.runtime import notices
 from llmserver.runtime.config import GatewayConfig, load_gateway_config
 from llmserver.runtime.db import run_db
 from llmserver.runtime.eta import ServiceTimes
-from llmserver.runtime.keys import KeyCache, unusable_key_ids
+from llmserver.runtime.keys import KeyCache
 from llmserver.runtime.observability import GatewayMetrics, KvEventsCollector
 from llmserver.runtime.prompt_tokens import SharedStarts, shared_start_key, tokenize_request
 from llmserver.runtime.ratelimit import sliding_window
@@ -43,19 +43,19 @@ from scheduling import (
     SchedulerService,
     SchedulerSnapshot,
 )
-from tenants.models import BackendKind
+from tenants.models import BackendKind, config_changes
 
 if TYPE_CHECKING:
     from llmserver.api.validation import CompletionRequest
     from llmserver.cluster.node import ClusterScheduler
 
 log = logging.getLogger(__name__)
-RELOAD_INTERVAL = 5.0
 PUBLISH_INTERVAL = 0.5
 RECENT_TTFT_KEPT = 10_000
-# How often the cached keys are checked against the database, so that a key revoked by another
-# process stops working within about this long (one indexed query over the cached ids).
-REVOCATION_INTERVAL = 0.5
+# How often the database's configuration change counter is read, so that a change made by another
+# process (a key revoked from the command line, another gateway's admin) takes effect within
+# about this long; one primary-key read when nothing changed (tenants.models.config_changes).
+WATCH_INTERVAL = 0.5
 # How long admission waits for a backend's /tokenize before it keys the prompt by characters,
 # and how long a backend whose /tokenize failed is not asked again.
 TOKENIZE_TIMEOUT = 2.0
@@ -111,6 +111,7 @@ class Gateway:
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
+        self._config_changes = 0  # the database's change count this configuration reflects
         self.draining = False
         self.stopping = False
         self.running: set[asyncio.Task[None]] = set()
@@ -130,7 +131,7 @@ class Gateway:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        config = await run_db(load_gateway_config, self.settings)
+        config = await self._load_settled()
         await self.scheduler.start()
         self._apply(config)
         self._tasks = [
@@ -138,10 +139,10 @@ class Gateway:
             self._loop.create_task(self.reservations.run(), name="reservations"),
             self._loop.create_task(self._reload_loop(), name="config-reload"),
             self._loop.create_task(self._publish_loop(), name="dashboard-publish"),
-            self._loop.create_task(self._revocation_loop(), name="key-revocations"),
+            self._loop.create_task(self._watch_loop(), name="config-watch"),
         ]
         if self.settings.redis_url:
-            # Other processes' config changes, at once rather than at the next periodic reload.
+            # Other processes' config changes, at once rather than at the next watch.
             notice = notices.listen(
                 self.settings.redis_url, self.settings.cluster_prefix, self.mark_dirty
             )
@@ -189,6 +190,18 @@ class Gateway:
         self.keys.clear()
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._dirty.set)
+
+    async def _load_settled(self) -> GatewayConfig:
+        """The configuration and the change count it reflects, read again while the count moved
+        during the load (the first load of a fresh database creates the fair-share policy; or
+        another process wrote): so a start is not followed by a needless reload."""
+        for _ in range(3):
+            before = await run_db(config_changes)
+            config = await run_db(load_gateway_config, self.settings)
+            if await run_db(config_changes) == before:
+                break
+        self._config_changes = before  # still moving: the watch reloads once more
+        return config
 
     async def reload_once(self) -> None:
         config = await run_db(load_gateway_config, self.settings)
@@ -271,6 +284,7 @@ class Gateway:
                 max_connections=conf.upstream_max_connections,
                 connect_timeout=conf.upstream_connect_timeout,
                 read_timeout=conf.upstream_read_timeout,
+                first_byte_timeout=spec.first_byte_timeout,
                 priority_scheduling=spec.priority_scheduling,
                 keepalive_expiry=conf.upstream_keepalive_expiry,
                 name=name,
@@ -344,31 +358,35 @@ class Gateway:
 
     async def _reload_loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), RELOAD_INTERVAL)
+            await self._dirty.wait()
             self._dirty.clear()
             try:
                 await self.reload_once()
             except Exception:
                 log.exception("reloading the gateway configuration failed; keeping the old one")
 
-    async def forget_revoked_keys_once(self) -> set[int]:
-        """Drop cached keys that the database says are revoked, expired or gone; returns them."""
-        cached = self.keys.key_ids()
-        if not cached:
-            return set()
-        gone = await run_db(unusable_key_ids, cached)
-        if gone:
-            self.keys.forget(gone)
-        return gone
+    async def watch_config_once(self) -> bool:
+        """Reload (and drop the cached keys) if the database's configuration change counter
+        moved since the last look: a change by any process or tool. Returns whether it had."""
+        count = await run_db(config_changes)
+        if count == self._config_changes:
+            return False
+        self._config_changes = count
+        self.mark_dirty()
+        return True
 
-    async def _revocation_loop(self) -> None:
+    async def _watch_loop(self) -> None:
+        since_sweep = 0.0
         while True:
-            await asyncio.sleep(REVOCATION_INTERVAL)
+            await asyncio.sleep(WATCH_INTERVAL)
+            since_sweep += WATCH_INTERVAL
+            if since_sweep >= self.settings.key_cache_seconds:
+                self.keys.drop_expired()  # keys not used since: their memory back
+                since_sweep = 0.0
             try:
-                await self.forget_revoked_keys_once()
+                await self.watch_config_once()
             except Exception:
-                log.exception("checking cached keys for revocations failed; will retry")
+                log.exception("reading the configuration change counter failed; will retry")
 
     async def _publish_loop(self) -> None:
         from llmserver.dashboard import publish_snapshot

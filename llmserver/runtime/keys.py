@@ -1,12 +1,12 @@
 """API key resolution on the request path, cached in-process.
 
-A key is looked up in the database once, then served from memory until it expires from the
-cache or an operator changes any key, tenant or tier (signals clear the whole cache: changes are
-rare and a miss is one indexed query). Signals only reach the process that saved; a key revoked,
-expired or deleted by another process (the command line, another gateway) is found by
-`unusable_key_ids`, which the gateway runs on the cached keys every half second. The cache is keyed by a hash of the secret, never the
-secret itself, and holds at most `max_entries` keys (least recently used go first), so a flood of
-long bad keys costs bounded memory.
+A key is looked up in the database once, then served from memory until its entry expires (after
+the cache's ttl, or when the key itself expires, whichever is first) or the configuration
+changes: the gateway clears the whole cache on any change, by this process or any other (the
+database counts them: `tenants.models.config_changes`); changes are rare and a miss is one
+indexed query. The cache is keyed by a hash of the secret, never the secret itself, and holds at
+most `max_entries` keys (least recently used go first), so a flood of long bad keys costs
+bounded memory; `drop_expired` gives back what keys no longer used held.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Q
 from django.utils import timezone
 
 from llmserver.runtime.db import run_db
@@ -57,6 +57,7 @@ class KeyInfo:
     key_budget: Decimal | None = None
     within_principal: str | None = None
     aging_seconds: float | None = None
+    expires_at: datetime | None = None
 
     def allows_model(self, model: str) -> bool:
         return patterns_allow(self.model_patterns, model)
@@ -95,22 +96,8 @@ def load_key(secret: str) -> KeyInfo | None:
         key_budget=key.monthly_budget,
         within_principal=tier.within_principal or None,
         aging_seconds=tier.aging_seconds,
+        expires_at=key.expires_at,
     )
-
-
-def unusable_key_ids(key_ids: set[int], chunk: int = 500) -> set[int]:
-    """Which of these keys may no longer be used: revoked, expired or gone. One query per
-    `chunk` ids (SQLite caps the parameters of one query)."""
-    ordered = sorted(key_ids)
-    usable: set[int] = set()
-    now = timezone.now()
-    for start in range(0, len(ordered), chunk):
-        usable.update(
-            ApiKey.objects.filter(pk__in=ordered[start : start + chunk], revoked=False)
-            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-            .values_list("pk", flat=True)
-        )
-    return key_ids - usable
 
 
 class KeyCache:
@@ -135,21 +122,19 @@ class KeyCache:
         info = await run_db(load_key, secret)
         # Unknown keys are cached briefly too, so a flood of bad keys cannot hammer the database.
         ttl = self._ttl if info else min(self._ttl, UNKNOWN_KEY_SECONDS)
+        if info is not None and info.expires_at is not None:
+            ttl = min(ttl, (info.expires_at - timezone.now()).total_seconds())
         self._entries[digest] = (now + ttl, info)
         self._entries.move_to_end(digest)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)
         return info
 
-    def key_ids(self) -> set[int]:
-        """The ids of the usable keys held now."""
-        return {info.key_id for _, info in self._entries.values() if info is not None}
-
-    def forget(self, key_ids: set[int]) -> None:
-        """Drop the entries of these keys; their next request reads the database."""
-        for digest, (_, info) in list(self._entries.items()):
-            if info is not None and info.key_id in key_ids:
-                del self._entries[digest]
+    def drop_expired(self) -> None:
+        """Give back the memory of entries past their time (keys not used since)."""
+        now = self._clock()
+        for digest in [d for d, (until, _) in self._entries.items() if until <= now]:
+            del self._entries[digest]
 
     def __len__(self) -> int:
         return len(self._entries)

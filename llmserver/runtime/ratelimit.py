@@ -52,16 +52,26 @@ def _reset(entries: list[tuple[float, int]], need: int, now: float, window: floa
 
 
 class InProcessWindow:
-    """The window in this process's memory; an asyncio lock makes check-and-take one step."""
+    """The window in this process's memory; an asyncio lock makes check-and-take one step.
+    Once a window, the logs of keys not seen within it are dropped, so idle keys cost nothing."""
 
     def __init__(self, window: float = WINDOW_SECONDS) -> None:
         self._window = window
         self._logs: dict[str, deque[tuple[float, int]]] = {}
         self._lock = asyncio.Lock()
+        self._next_sweep = time.monotonic() + window
+
+    def _sweep(self, now: float) -> None:
+        old = now - self._window
+        for key in [k for k, log in self._logs.items() if not log or log[-1][0] <= old]:
+            del self._logs[key]
+        self._next_sweep = now + self._window
 
     async def take(self, key: str, amount: int, limit: int) -> WindowState:
         async with self._lock:
             now = time.monotonic()
+            if now >= self._next_sweep:
+                self._sweep(now)
             log = self._logs.setdefault(key, deque())
             while log and log[0][0] <= now - self._window:
                 log.popleft()
@@ -71,6 +81,10 @@ class InProcessWindow:
                 return WindowState(False, limit, max(0, limit - used), reset)
             log.append((now, amount))
             return WindowState(True, limit, limit - used - amount, log[0][0] + self._window - now)
+
+    def __len__(self) -> int:
+        """How many keys' logs it holds."""
+        return len(self._logs)
 
     async def aclose(self) -> None:
         """Nothing to release: the window lives in this process."""

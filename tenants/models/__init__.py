@@ -1,6 +1,7 @@
 """The tenancy models; import them from here."""
 
 from tenants.models.backends import Backend, BackendKind, ModelRoute
+from tenants.models.config_changes import ConfigChanges, config_changes
 from tenants.models.fairshare import CostUnitChoice, FairSharePolicy, ModelTokenWeights
 from tenants.models.keys import APP_TYPE_BAND, ApiKey, AppType
 from tenants.models.rules import CostRule, Metric, QuotaRule, Window
@@ -16,6 +17,7 @@ __all__ = [
     "Backend",
     "BackendKind",
     "Band",
+    "ConfigChanges",
     "CostRule",
     "CostUnitChoice",
     "FairSharePolicy",
@@ -30,4 +32,5 @@ __all__ = [
     "UsageRecord",
     "UsageStatus",
     "Window",
+    "config_changes",
 ]

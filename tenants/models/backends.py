@@ -69,6 +69,16 @@ class Backend(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Hard cap on concurrent requests; the only gate when there are no metrics.",
     )
+    first_byte_timeout_seconds = models.FloatField(
+        default=60.0,
+        validators=[MinValueValidator(0.1)],
+        help_text=(
+            "How long a streamed request may wait for the backend's first event (its first "
+            "token, after the prompt is read) before the backend counts as hung: the request "
+            "goes to another backend of the pool, or its client gets a 502, instead of waiting "
+            "for the read timeout. Raise it for very long prompts on slow hardware."
+        ),
+    )
 
     class Meta:
         ordering = ["name"]

@@ -60,3 +60,30 @@ async def test_the_key_cache_evicts_the_least_recently_used_first(world: dict[st
         await cache.resolve(f"sk-bad-{i}")
         assert await cache.resolve(world["alice"]) is alice  # used again: stays, same object
     assert len(cache) == 3
+
+
+async def test_the_key_cache_gives_back_entries_past_their_time(world: dict[str, Any]) -> None:
+    now = [0.0]
+    cache = KeyCache(ttl=30.0, clock=lambda: now[0])
+    await cache.resolve(world["alice"])
+    for i in range(50):
+        await cache.resolve(f"sk-bad-{i}")
+    now[0] = 31.0
+    cache.drop_expired()
+    assert len(cache) == 0
+
+
+async def test_a_cached_key_stops_working_when_it_expires(world: dict[str, Any]) -> None:
+    from datetime import timedelta
+
+    from asgiref.sync import sync_to_async
+    from django.utils import timezone
+
+    from tenants.models import ApiKey
+
+    soon = timezone.now() + timedelta(seconds=0.3)
+    await sync_to_async(ApiKey.objects.update)(expires_at=soon)
+    cache = KeyCache(ttl=30.0)
+    assert await cache.resolve(world["alice"]) is not None
+    await asyncio.sleep(0.4)
+    assert await cache.resolve(world["alice"]) is None

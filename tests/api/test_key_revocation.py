@@ -1,20 +1,58 @@
-"""Keys revoked in the database by another process leave this process's key cache."""
+"""Changes made in the database without Django's signals (another process, a SQL shell) reach
+this process's key cache and configuration: the database counts them (triggers), the gateway
+reads that count every WATCH_INTERVAL."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+from asgiref.sync import sync_to_async
 
-async def test_revoked_keys_leave_the_cache_at_the_next_check(
+from llmserver.runtime.gateway import WATCH_INTERVAL
+from tests.api.conftest import wait_for
+
+SEVERAL_WATCHES = 3 * WATCH_INTERVAL
+
+
+async def test_a_key_revoked_without_signals_leaves_the_cache_at_the_next_watch(
     world: dict[str, Any], gateway: Any
 ) -> None:
-    from asgiref.sync import sync_to_async
+    from tenants.models import ApiKey
+
+    assert await gateway.keys.resolve(world["alice"]) is not None
+    await sync_to_async(ApiKey.objects.update)(revoked=True)
+    await wait_for(lambda: len(gateway.keys) == 0, 5.0)
+    assert await gateway.keys.resolve(world["alice"]) is None
+
+
+async def test_nothing_changed_keeps_the_cache_and_the_configuration(
+    world: dict[str, Any], gateway: Any
+) -> None:
+    info = await gateway.keys.resolve(world["alice"])
+    config = gateway.config
+    await asyncio.sleep(SEVERAL_WATCHES)
+    assert gateway.config is config
+    assert len(gateway.keys) == 1 and await gateway.keys.resolve(world["alice"]) is info
+
+
+async def test_usage_touching_a_key_is_not_a_change(world: dict[str, Any], gateway: Any) -> None:
+    from django.utils import timezone
 
     from tenants.models import ApiKey
 
+    config = gateway.config
     await gateway.keys.resolve(world["alice"])
-    assert await gateway.forget_revoked_keys_once() == set()
-    # update() sends no signal: only the database can tell this process.
-    await sync_to_async(ApiKey.objects.update)(revoked=True)
-    assert len(await gateway.forget_revoked_keys_once()) == 1
-    assert await gateway.keys.resolve(world["alice"]) is None
+    await sync_to_async(ApiKey.objects.update)(last_used_at=timezone.now())
+    await asyncio.sleep(SEVERAL_WATCHES)
+    assert gateway.config is config and len(gateway.keys) == 1
+
+
+async def test_a_backend_edited_without_signals_is_reloaded(
+    world: dict[str, Any], gateway: Any
+) -> None:
+    from tenants.models import Backend
+
+    await sync_to_async(Backend.objects.update)(max_in_flight=7)
+    backends = gateway.scheduler.core.backends
+    await wait_for(lambda: backends["sim"].config.max_in_flight == 7, 5.0)

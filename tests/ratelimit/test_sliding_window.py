@@ -33,6 +33,15 @@ async def test_takes_within_the_limit_are_allowed_and_count_down_the_remainder()
     assert [s.remaining for s in states] == [2, 1, 0]
 
 
+async def test_keys_not_seen_for_a_window_are_forgotten():
+    window = InProcessWindow(window=0.05)
+    for i in range(100):
+        await window.take(f"k{i}", 1, 3)
+    await asyncio.sleep(0.1)
+    await window.take("now", 1, 3)
+    assert len(window) == 1
+
+
 async def test_a_take_past_the_limit_is_refused_with_a_reset_inside_the_window():
     window = InProcessWindow(window=60)
     await window.take("k", 70, 100)

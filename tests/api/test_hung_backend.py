@@ -1,0 +1,84 @@
+"""A backend that takes a streamed request and sends nothing (a hung engine behind a live HTTP
+server) is given up after its first-byte timeout, not the read timeout: the request goes to
+another backend of the pool, or its client gets a 502 that the usage row records."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from tenants.models import Backend
+from tests.api.conftest import chat_body, read_all, start, usage_rows
+from tests.api.test_retry import add_failing_backend
+
+HEADERS = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+
+
+@contextlib.asynccontextmanager
+async def hung_backend(send_headers: bool) -> AsyncIterator[str]:
+    """Reads the request, answers nothing (or only the headers) and holds the connection."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        with contextlib.suppress(Exception):
+            await reader.readuntil(b"\r\n\r\n")
+            if send_headers:
+                writer.write(HEADERS)
+                await writer.drain()
+            await reader.read()  # until the gateway gives up and closes
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+
+
+def first_byte_timeout(seconds: float) -> None:
+    Backend.objects.filter(name="a-broken").update(first_byte_timeout_seconds=seconds)
+
+
+@pytest.mark.parametrize("send_headers", [False, True], ids=["silent", "headers-only"])
+async def test_a_hung_only_backend_is_a_502_after_its_first_byte_timeout(
+    gateway, world, send_headers
+):
+    async with hung_backend(send_headers) as url:
+        await sync_to_async(add_failing_backend)(url, only=True)
+        await sync_to_async(first_byte_timeout)(0.5)
+        await gateway.reload_once()
+        began = time.monotonic()
+        status, _, body = await read_all(await start(world["alice"], chat_body(max_tokens=3)))
+        waited = time.monotonic() - began
+    assert status == 502 and json.loads(body)["error"]["code"] == "upstream_error"
+    assert b"nothing within 0.5 s" in body
+    assert waited < 5
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    assert (row["status"], row["error_type"], row["completion_tokens"]) == (
+        "error",
+        "upstream_error",
+        0,
+    )
+
+
+async def test_a_request_on_a_hung_backend_goes_to_another_of_the_pool(gateway, world):
+    async with hung_backend(send_headers=True) as url:
+        await sync_to_async(add_failing_backend)(url)
+        await sync_to_async(first_byte_timeout)(0.5)
+        await gateway.reload_once()
+        status, _, body = await read_all(await start(world["alice"], chat_body(max_tokens=3)))
+    assert status == 200 and b'"content"' in body
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    assert (row["status"], row["backend"]) == ("ok", "sim")
