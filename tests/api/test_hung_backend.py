@@ -14,7 +14,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from tenants.models import Backend
-from tests.api.conftest import chat_body, read_all, start, usage_rows
+from tests.api.conftest import chat_body, read_all, start, usage_rows, wait_for
 from tests.api.test_retry import add_failing_backend
 
 HEADERS = (
@@ -45,8 +45,19 @@ async def hung_backend(send_headers: bool) -> AsyncIterator[str]:
         server.close()
 
 
-def first_byte_timeout(seconds: float) -> None:
-    Backend.objects.filter(name="a-broken").update(first_byte_timeout_seconds=seconds)
+async def hung_backend_added(gateway, url: str, only: bool) -> None:
+    """The hung backend in the pool with a 0.5 s first-byte timeout, once the gateway has it
+    (reloads started by the first save may finish after the second)."""
+    await sync_to_async(add_failing_backend)(url, only=only)
+    await sync_to_async(Backend.objects.filter(name="a-broken").update)(
+        first_byte_timeout_seconds=0.5
+    )
+
+    def applied() -> bool:
+        client = gateway.clients.get("a-broken")
+        return client is not None and client.first_byte_timeout == 0.5
+
+    await wait_for(applied, 5)
 
 
 @pytest.mark.parametrize("send_headers", [False, True], ids=["silent", "headers-only"])
@@ -54,9 +65,7 @@ async def test_a_hung_only_backend_is_a_502_after_its_first_byte_timeout(
     gateway, world, send_headers
 ):
     async with hung_backend(send_headers) as url:
-        await sync_to_async(add_failing_backend)(url, only=True)
-        await sync_to_async(first_byte_timeout)(0.5)
-        await gateway.reload_once()
+        await hung_backend_added(gateway, url, only=True)
         began = time.monotonic()
         status, _, body = await read_all(await start(world["alice"], chat_body(max_tokens=3)))
         waited = time.monotonic() - began
@@ -74,9 +83,7 @@ async def test_a_hung_only_backend_is_a_502_after_its_first_byte_timeout(
 
 async def test_a_request_on_a_hung_backend_goes_to_another_of_the_pool(gateway, world):
     async with hung_backend(send_headers=True) as url:
-        await sync_to_async(add_failing_backend)(url)
-        await sync_to_async(first_byte_timeout)(0.5)
-        await gateway.reload_once()
+        await hung_backend_added(gateway, url, only=False)
         status, _, body = await read_all(await start(world["alice"], chat_body(max_tokens=3)))
     assert status == 200 and b'"content"' in body
     await gateway.usage.flush_once()
