@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import os
 import sys
@@ -35,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen import body, client, configure_gateway, fmt, headers
+from loadgen import body, configure_gateway, fmt
+from rawhttp import Connection, build_request
 
 from llmserver.testing.processes import Database, Gateway, start_gateway
 from simulator.launcher import start_simulator
@@ -83,6 +83,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--idle", type=float, default=60.0, help="seconds idle before and after")
     p.add_argument("--sample", type=float, default=10.0, help="seconds between samples")
     p.add_argument("--max-tokens", type=int, default=8)
+    p.add_argument("--connections", type=int, default=32, help="keep-alive connections")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p.parse_args(argv)
 
@@ -109,37 +110,39 @@ async def sample_every(
 
 
 async def drive(url: str, secrets: list[str], args: argparse.Namespace, tally: Tally) -> None:
-    """Open loop at a steady rate: a request is sent on time whether or not others returned."""
-    tasks: set[asyncio.Task[None]] = set()
-    users = itertools.cycle(enumerate(secrets))
-    async with client() as http:
+    """`--connections` keep-alive connections share a steady schedule: request n is due at
+    n / rate, and goes out on the next free connection (bench/rawhttp.py: the load generator
+    shares the two cores, so it must cost little). A connection that breaks is opened again."""
+    total = int(args.rate * args.duration)
+    due = iter(range(total))
+    start = time.monotonic()
 
-        async def one(i: int, secret: str) -> None:
-            data = body(f"{PROMPT}{i}.", args.max_tokens, stream=False)
-            try:
-                response = await http.post(url + PATH, json=data, headers=headers(secret))
-                if response.status_code == 200:
+    async def worker() -> None:
+        conn = Connection(url)
+        try:
+            for n in due:
+                delay = start + n / args.rate - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                i = n % len(secrets)
+                data = body(f"{PROMPT}{i}.", args.max_tokens, stream=False)
+                tally.sent += 1
+                try:
+                    status, _, _ = await conn.send(build_request(url, PATH, data, secrets[i]))
+                except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+                    name = type(exc).__name__
+                    tally.errors[name] = tally.errors.get(name, 0) + 1
+                    await conn.close()
+                    conn = Connection(url)
+                    continue
+                if status == 200:
                     tally.ok += 1
                 else:
-                    code = str(response.status_code)
-                    tally.errors[code] = tally.errors.get(code, 0) + 1
-            except Exception as exc:  # counted, never fatal: the soak goes on
-                name = type(exc).__name__
-                tally.errors[name] = tally.errors.get(name, 0) + 1
+                    tally.errors[str(status)] = tally.errors.get(str(status), 0) + 1
+        finally:
+            await conn.close()
 
-        start = time.monotonic()
-        total = int(args.rate * args.duration)
-        for n in range(total):
-            delay = start + n / args.rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            i, secret = next(users)
-            task = asyncio.create_task(one(i, secret))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            tally.sent += 1
-        if tasks:
-            await asyncio.wait(tasks, timeout=120)
+    await asyncio.gather(*(worker() for _ in range(args.connections)))
 
 
 def cpu_share(samples: list[Sample], phase: str) -> float | None:

@@ -110,7 +110,10 @@ def decode_batch(payload: bytes) -> list[CacheEvent]:
 
 class KvEventSubscriber:
     """One backend's event stream, for as long as the task runs: reconnects by itself (ZeroMQ
-    does), so a restarted backend is heard again without the gateway doing anything."""
+    does), so a restarted backend is heard again without the gateway doing anything. It connects
+    to a publisher that binds, or with `bind` binds the endpoint for a publisher that connects:
+    vLLM binds only a wildcard or ipc endpoint and connects to any other (`_is_bind_endpoint` in
+    `vllm/distributed/kv_events.py`)."""
 
     def __init__(
         self,
@@ -118,9 +121,11 @@ class KvEventSubscriber:
         endpoint: str,
         apply: Callable[[str, list[CacheEvent]], None],
         topic: bytes = b"",
+        bind: bool = False,
     ) -> None:
         self.name = name
         self.endpoint = endpoint
+        self.bind = bind
         self.apply = apply
         self.topic = topic
         self.received = 0
@@ -174,7 +179,10 @@ class KvEventSubscriber:
             try:
                 socket.setsockopt(zmq.LINGER, 0)
                 socket.setsockopt(zmq.SUBSCRIBE, self.topic)
-                socket.connect(self.endpoint)
+                if self.bind:
+                    socket.bind(self.endpoint)
+                else:
+                    socket.connect(self.endpoint)
                 while True:
                     self.handle(await socket.recv_multipart())
             except zmq.ZMQError as exc:

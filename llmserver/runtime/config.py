@@ -31,6 +31,7 @@ class BackendSpec:
     priority_scheduling: bool
     preemption: bool = False
     kv_events_endpoint: str = ""
+    kv_events_bind: bool = False
     first_byte_timeout: float = 60.0
 
 
@@ -66,6 +67,7 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
             priority_scheduling=b.priority_scheduling,
             preemption=b.preemption,
             kv_events_endpoint=b.kv_events_endpoint,
+            kv_events_bind=b.kv_events_bind,
             first_byte_timeout=b.first_byte_timeout_seconds,
         )
         for b in Backend.objects.filter(enabled=True)

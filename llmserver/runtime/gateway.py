@@ -270,8 +270,12 @@ class Gateway:
             # miss, uncounted, what is published while it joins). A stream changed or gone:
             # what it said the backend holds can no longer be taken back, so it is forgotten.
             before = old.get(name)
-            same_stream = (
-                before is not None and before.kv_events_endpoint == spec.kv_events_endpoint
+            same_stream = before is not None and (
+                before.kv_events_endpoint,
+                before.kv_events_bind,
+            ) == (
+                spec.kv_events_endpoint,
+                spec.kv_events_bind,
             )
             kept = self.kv_events.pop(name, None) if same_stream else None
             if before is not None and before.kv_events_endpoint and not same_stream:
@@ -313,7 +317,10 @@ class Gateway:
                 self.kv_events[name] = kept
             elif spec.kv_events_endpoint:
                 subscriber = KvEventSubscriber(
-                    name, spec.kv_events_endpoint, self.scheduler.cache_events
+                    name,
+                    spec.kv_events_endpoint,
+                    self.scheduler.cache_events,
+                    bind=spec.kv_events_bind,
                 )
                 task = asyncio.get_running_loop().create_task(
                     subscriber.run(), name=f"kv-events-{name}"

@@ -37,6 +37,15 @@ class Backend(models.Model):
             "by what its prefix cache really holds. Blank: by this gateway's routing history."
         ),
     )
+    kv_events_bind = models.BooleanField(
+        default=False,
+        help_text=(
+            "This gateway binds the events endpoint and the server connects to it. vLLM binds "
+            "only an endpoint with a wildcard (tcp://*:5557) and connects to any other: to keep "
+            "its port off other interfaces, give vLLM this gateway's address and tick this. One "
+            "gateway process only (a port binds once); with several, use the wildcard."
+        ),
+    )
     api_key = models.CharField(max_length=256, blank=True, help_text="Sent upstream as Bearer.")
     enabled = models.BooleanField(default=True)
     capacity = models.PositiveIntegerField(

@@ -5,6 +5,7 @@ evicts, in the token ids its /tokenize gives."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator, Callable
 
@@ -138,6 +139,30 @@ async def test_an_endpoint_zeromq_refuses_is_retried_not_the_end() -> None:
     try:
         assert not task.done()
     finally:
+        task.cancel()
+
+
+async def test_a_binding_subscriber_hears_a_publisher_that_connects() -> None:
+    """vLLM given an endpoint without a wildcard connects to it: the gateway binds."""
+    import zmq
+
+    got: list[CacheEvent] = []
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    sub = KvEventSubscriber("b1", endpoint, lambda _, e: got.extend(e), bind=True)
+    task = asyncio.create_task(sub.run())
+    publisher = zmq.Context.instance().socket(zmq.PUB)
+    publisher.setsockopt(zmq.LINGER, 0)
+    publisher.connect(endpoint)
+    try:
+        async with asyncio.timeout(5):
+            for seq in itertools.count():  # a PUB drops what it sends before it is connected
+                publisher.send_multipart(frames(seq, [["BlockRemoved", [7]]]))
+                await asyncio.sleep(0.05)
+                if got:
+                    break
+        assert got[0] == BlocksRemoved((7,))
+    finally:
+        publisher.close()
         task.cancel()
 
 

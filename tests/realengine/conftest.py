@@ -76,20 +76,3 @@ def gateway(llama: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -> Ite
     yield gateway
     gateway.stop()
     gateway.database.drop()  # type: ignore[attr-defined]
-
-
-def new_key(gateway: Gateway, user: str, tier: str = "interactive") -> str:
-    out = json.loads(gateway.manage("create_api_key", "demo", user, "--tier", tier, "--json"))
-    return str(out["key"])
-
-
-def usage_rows(gateway: Gateway, user: str) -> list[dict[str, object]]:
-    """The gateway's usage records for `user`, oldest first, as the database holds them."""
-    out = gateway.manage(
-        "shell",
-        "-c",
-        "import json; from tenants.models import UsageRecord; print(json.dumps(list("
-        f"UsageRecord.objects.filter(user={user!r}).order_by('id').values("
-        "'request_id', 'status', 'prompt_tokens', 'completion_tokens'))))",
-    )
-    return list(json.loads(out.strip().splitlines()[-1]))  # after the shell's banner

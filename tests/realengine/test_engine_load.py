@@ -10,7 +10,8 @@ import time
 import httpx
 import pytest
 
-from tests.realengine.conftest import MODEL, new_key
+from tests.real_engines import new_key
+from tests.realengine.conftest import MODEL
 
 pytestmark = pytest.mark.realengine
 

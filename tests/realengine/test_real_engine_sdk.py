@@ -7,22 +7,11 @@ import time
 import openai
 import pytest
 
-from tests.realengine.conftest import MODEL, new_key, usage_rows
+from tests.real_engines import new_key, rows_when_written, sdk
+from tests.realengine.conftest import MODEL
 
 pytestmark = pytest.mark.realengine
 MESSAGES = [{"role": "user", "content": "Name three colours."}]
-
-
-def sdk(gateway, key: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0, timeout=60)
-
-
-def rows_when_written(gateway, user: str, count: int) -> list[dict[str, object]]:
-    deadline = time.monotonic() + 10
-    while len(rows := usage_rows(gateway, user)) < count:
-        assert time.monotonic() < deadline, f"{len(rows)} of {count} usage rows written"
-        time.sleep(0.2)
-    return rows
 
 
 def test_a_non_streaming_chat_is_billed_what_the_engine_counted(gateway):

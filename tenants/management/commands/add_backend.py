@@ -42,6 +42,11 @@ class Command(BaseCommand):
             help="Where the server publishes KV cache events, e.g. tcp://gpu1:5557.",
         )
         parser.add_argument(
+            "--kv-events-bind",
+            action="store_true",
+            help="Bind the events endpoint; the server connects to it (vLLM without a wildcard).",
+        )
+        parser.add_argument(
             "--priority-scheduling",
             action="store_true",
             help="The server schedules by priority (vLLM --scheduling-policy priority).",
@@ -78,6 +83,7 @@ class Command(BaseCommand):
                     "priority_scheduling": options["priority_scheduling"],
                     "capacity": options["capacity"],
                     "kv_events_endpoint": options["kv_events_endpoint"],
+                    "kv_events_bind": options["kv_events_bind"],
                 },
             )
             for spec in options["model"]:

@@ -1,0 +1,41 @@
+"""Helpers shared by the tests against real engines (llama.cpp's server, vLLM): a gateway
+started with `llmserver.testing.processes`, driven from outside as its clients and its
+operator would."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import openai
+
+from llmserver.testing.processes import Gateway
+
+
+def new_key(gateway: Gateway, user: str, tier: str = "interactive") -> str:
+    out = json.loads(gateway.manage("create_api_key", "demo", user, "--tier", tier, "--json"))
+    return str(out["key"])
+
+
+def usage_rows(gateway: Gateway, user: str) -> list[dict[str, object]]:
+    """The gateway's usage records for `user`, oldest first, as the database holds them."""
+    out = gateway.manage(
+        "shell",
+        "-c",
+        "import json; from tenants.models import UsageRecord; print(json.dumps(list("
+        f"UsageRecord.objects.filter(user={user!r}).order_by('id').values("
+        "'request_id', 'status', 'prompt_tokens', 'completion_tokens'))))",
+    )
+    return list(json.loads(out.strip().splitlines()[-1]))  # after the shell's banner
+
+
+def rows_when_written(gateway: Gateway, user: str, count: int) -> list[dict[str, object]]:
+    deadline = time.monotonic() + 10
+    while len(rows := usage_rows(gateway, user)) < count:
+        assert time.monotonic() < deadline, f"{len(rows)} of {count} usage rows written"
+        time.sleep(0.2)
+    return rows
+
+
+def sdk(gateway: Gateway, key: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0, timeout=120)

@@ -1,0 +1,93 @@
+"""vLLM's KV cache events reach the gateway (which binds, as vLLM connects to an endpoint
+without a wildcard) and draw a prompt to the backend whose cache holds its start: prompts are
+keyed by vLLM's own /tokenize, in the token ids its events carry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from llmserver.backends.metrics import parse_samples
+from llmserver.testing.processes import Database, Gateway, start_gateway
+from llmserver.testing.vllm_server import SERVED_NAME, VllmServer
+from simulator.launcher import RunningSimulator, start_simulator
+from tests.real_engines import new_key, rows_when_written, sdk
+from tests.vllm.conftest import MODEL
+
+pytestmark = pytest.mark.vllm
+# Long enough to fill several of vLLM's cache blocks, whatever its block size on CPU.
+DOCUMENT = " ".join(f"Clause {i}: the tenant keeps the lighthouse lamp lit." for i in range(60))
+
+
+@pytest.fixture(scope="module")
+def simulator() -> Iterator[RunningSimulator]:
+    sim = start_simulator("--model", MODEL)
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    vllm: VllmServer, simulator: RunningSimulator, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
+    """Two backends for the model: the simulator, whose name sorts first (so it wins every
+    tie), and vLLM with its events."""
+    database = Database(Path(tmp_path_factory.mktemp("vllm-kv")))
+    gateway = start_gateway(
+        database.url,
+        simulator.url,
+        quiet=True,
+        setup=[
+            ["add_backend", "simulator", simulator.url, "--disabled"],
+            ["add_backend", "a-sim", simulator.url, "--model", MODEL],
+            [
+                "add_backend",
+                "vllm",
+                vllm.url,
+                "--model",
+                f"{MODEL}:{SERVED_NAME}",
+                "--kv-events-endpoint",
+                vllm.kv_events_endpoint,
+                "--kv-events-bind",
+            ],
+        ],
+    )
+    yield gateway
+    gateway.stop()
+    database.drop()
+
+
+def batches_received(gateway: Gateway) -> float:
+    values = parse_samples(httpx.get(gateway.url + "/metrics", timeout=5).text)
+    return values.get('llmserver_kv_event_batches_total{backend="vllm",outcome="received"}', 0.0)
+
+
+def test_a_prefix_warmed_straight_at_vllm_draws_the_request_there(gateway, vllm):
+    question = [{"role": "user", "content": DOCUMENT + " Who keeps the lamp lit?"}]
+    # A client that goes around the gateway fills vLLM's cache; only its events tell.
+    before = batches_received(gateway)
+    warm = {"model": SERVED_NAME, "messages": question, "max_tokens": 1}
+    assert httpx.post(vllm.url + "/v1/chat/completions", json=warm, timeout=120).is_success
+    deadline = time.monotonic() + 10
+    while batches_received(gateway) <= before:
+        assert time.monotonic() < deadline, "no KV event batch heard"
+        time.sleep(0.1)
+    client = sdk(gateway, new_key(gateway, "kv-routed"))
+    client.chat.completions.create(model=MODEL, messages=question, max_tokens=2)
+    (row,) = rows_when_written(gateway, "kv-routed", 1)
+    assert row["status"] == "ok"
+    assert backend_of(gateway, "kv-routed") == "vllm"
+
+
+def backend_of(gateway: Gateway, user: str) -> str:
+    out = gateway.manage(
+        "shell",
+        "-c",
+        "from tenants.models import UsageRecord; "
+        f"print(UsageRecord.objects.filter(user={user!r}).latest('id').backend)",
+    )
+    return out.strip().splitlines()[-1]

@@ -1,0 +1,174 @@
+"""Through the gateway under load: the real vLLM's own metrics show what the gateway did, and
+what the gateway read from them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+from llmserver.backends.metrics import parse_samples
+from llmserver.testing.processes import Gateway
+from tests.real_engines import new_key
+from tests.vllm.conftest import MODEL, SLOTS, gateway_for
+
+pytestmark = pytest.mark.vllm
+STORY = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
+
+
+def chat(max_tokens: int, **extra: object) -> dict:
+    return {
+        "model": MODEL,
+        "messages": STORY,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "temperature": 0,
+        **extra,
+    }
+
+
+async def stream_all(http: httpx.AsyncClient, url: str, key: str, body: dict) -> dict:
+    """One stream to its end: status, text, ids, usage, how many events carried text."""
+    out: dict = {"text": "", "ids": set(), "usage": None, "text_events": 0}
+    headers = {"authorization": f"Bearer {key}"}
+    async with http.stream("POST", url + "/v1/chat/completions", json=body, headers=headers) as r:
+        out["status"] = r.status_code
+        async for line in r.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            event = json.loads(line[6:])
+            out["ids"].add(event.get("id"))
+            if event.get("usage"):
+                out["usage"] = event["usage"]
+            for choice in event.get("choices", []):
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    out["text"] += piece
+                    out["text_events"] += 1
+    return out
+
+
+def gateway_values(gateway: Gateway) -> dict[str, float]:
+    return parse_samples(httpx.get(gateway.url + "/metrics", timeout=5).text)
+
+
+async def wait_idle(vllm, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        values = vllm.metrics()
+        busy = values["vllm:num_requests_running"] + values["vllm:num_requests_waiting"]
+        if busy == 0:
+            return
+        assert time.monotonic() < deadline, "the engine never went idle"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_client_that_hangs_up_frees_the_engines_slot(gateway, vllm):
+    await wait_idle(vllm)
+    key = new_key(gateway, "hangup")
+    async with httpx.AsyncClient(timeout=120) as http:
+        headers = {"authorization": f"Bearer {key}"}
+        async with http.stream(
+            "POST", gateway.url + "/v1/chat/completions", json=chat(400), headers=headers
+        ) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: {") and '"content"' in line:
+                    break  # running at the engine: hang up
+        assert vllm.metrics()["vllm:num_requests_running"] >= 0
+    hung_up = time.monotonic()
+    await wait_idle(vllm, timeout=10)
+    assert time.monotonic() - hung_up < 5
+
+
+async def test_the_gate_reads_the_engines_own_metrics(gateway, vllm):
+    """Waiting, running, KV cache usage and the latency histograms, from vLLM's /metrics."""
+    await wait_idle(vllm)
+    key = new_key(gateway, "gate-reads")
+    async with httpx.AsyncClient(timeout=300) as http:
+        streams = [
+            asyncio.create_task(stream_all(http, gateway.url, key, chat(60))) for _ in range(3)
+        ]
+        seen: dict[str, float] = {}
+        while not all(t.done() for t in streams):
+            for name, value in gateway_values(gateway).items():
+                if name.startswith("llmserver_backend_metric{") and 'backend="vllm"' in name:
+                    field = name.split('name="')[1].split('"')[0]
+                    seen[field] = max(seen.get(field, 0.0), value)
+            await asyncio.sleep(0.2)
+        results = await asyncio.gather(*streams)
+    assert [r["status"] for r in results] == [200] * 3
+    assert seen["healthy"] == 1.0 and seen["running"] >= 1
+    assert 0 < seen["kv_cache_usage"] <= 1
+    assert seen["tpot_seconds"] > 0 and seen["ttft_seconds"] > 0
+    assert "waiting" in seen
+
+
+async def test_the_gateway_learns_the_engines_capacity_and_then_keeps_its_queue_empty(
+    vllm, tmp_path
+):
+    """No capacity configured: the gateway lets the engine queue (gate_max_waiting 3) until two
+    scrapes show it full with a queue; from then on it holds the excess itself."""
+    await wait_idle(vllm)
+    tiers = {"interactive": {"gate_max_waiting": 3, "max_concurrent_per_user": 16}}
+    gateway = gateway_for(vllm, tmp_path, tiers=tiers)
+    try:
+        key = new_key(gateway, "learn")
+        async with httpx.AsyncClient(timeout=300) as http:
+            streams = [
+                asyncio.create_task(stream_all(http, gateway.url, key, chat(120)))
+                for _ in range(SLOTS + 3)
+            ]
+            deadline = time.monotonic() + 60
+            while gateway_values(gateway).get('llmserver_backend_capacity{backend="vllm"}') is None:
+                assert time.monotonic() < deadline, "no capacity learned"
+                await asyncio.sleep(0.2)
+            assert gateway_values(gateway)['llmserver_backend_capacity{backend="vllm"}'] == SLOTS
+            results = await asyncio.gather(*streams)
+        assert [r["status"] for r in results] == [200] * (SLOTS + 3)
+    finally:
+        gateway.stop()
+        gateway.database.drop()  # type: ignore[attr-defined]
+
+
+def preemptions(gateway: Gateway) -> float:
+    """Streams paused after their first token (to be continued), so far."""
+    values = gateway_values(gateway)
+    return sum(
+        v
+        for k, v in values.items()
+        if k.startswith("llmserver_preemptions_total{") and 'kind="resumable"' in k
+    )
+
+
+async def test_a_paused_stream_continues_token_for_token_as_its_unpaused_twin(vllm, tmp_path):
+    """Every slot busy with one user's streams (capacity set, as an operator would): a light
+    user's request pauses one, which the gateway continues with `continue_final_message`.
+    Greedy decoding: each power stream must read exactly as the same request run alone, with
+    the same usage, and its client sees one stream with one id."""
+    await wait_idle(vllm)
+    tiers = {"interactive": {"max_concurrent_per_user": 16}}
+    gateway = gateway_for(vllm, tmp_path, "--capacity", str(SLOTS), tiers=tiers)
+    try:
+        power, light = new_key(gateway, "pause-power"), new_key(gateway, "pause-light")
+        body = chat(120, stream_options={"include_usage": True})
+        async with httpx.AsyncClient(timeout=300) as http:
+            twin = await stream_all(http, gateway.url, power, body)
+            streams = [
+                asyncio.create_task(stream_all(http, gateway.url, power, body))
+                for _ in range(SLOTS)
+            ]
+            await asyncio.sleep(3.0)
+            small = {**chat(8), "messages": [{"role": "user", "content": "Hi"}]}
+            lighter = await stream_all(http, gateway.url, light, small)
+            results = await asyncio.gather(*streams)
+        assert lighter["status"] == 200 and preemptions(gateway) >= 1
+        for result in results:
+            assert result["status"] == 200 and len(result["ids"]) == 1
+            assert result["text"] == twin["text"]
+            assert result["usage"] == twin["usage"]
+    finally:
+        gateway.stop()
+        gateway.database.drop()  # type: ignore[attr-defined]

@@ -1,0 +1,125 @@
+"""The official `openai` SDK through the gateway to the real vLLM: every surface, billed what
+the engine itself counted."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from llmserver.testing.vllm_server import SERVED_NAME
+from tests.real_engines import new_key, rows_when_written, sdk
+from tests.vllm.conftest import MODEL
+
+pytestmark = pytest.mark.vllm
+MESSAGES = [{"role": "user", "content": "Name three colours."}]
+
+
+def engine_counts(vllm) -> tuple[float, float]:
+    """(prompt tokens, generated tokens) the engine has counted since it started."""
+    values = vllm.metrics()
+    return values["vllm:prompt_tokens_total"], values["vllm:generation_tokens_total"]
+
+
+def test_a_non_streaming_chat_is_billed_what_the_engine_counted(gateway, vllm):
+    client = sdk(gateway, new_key(gateway, "sdk-chat"))
+    before = engine_counts(vllm)
+    response = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=12)
+    after = engine_counts(vllm)
+    assert response.choices[0].message.content and response.model == MODEL
+    usage = response.usage
+    assert (usage.prompt_tokens, usage.completion_tokens) == (
+        after[0] - before[0],
+        after[1] - before[1],
+    )
+    (row,) = rows_when_written(gateway, "sdk-chat", 1)
+    assert (row["status"], row["prompt_tokens"], row["completion_tokens"]) == (
+        "ok",
+        usage.prompt_tokens,
+        usage.completion_tokens,
+    )
+
+
+def test_a_streaming_chat_is_billed_the_engines_final_usage(gateway, vllm):
+    client = sdk(gateway, new_key(gateway, "sdk-stream"))
+    before = engine_counts(vllm)
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL,
+            messages=MESSAGES,
+            max_tokens=16,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    after = engine_counts(vllm)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text and len({c.id for c in chunks}) == 1
+    usage = chunks[-1].usage
+    assert usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens) == (
+        after[0] - before[0],
+        after[1] - before[1],
+    )
+    (row,) = rows_when_written(gateway, "sdk-stream", 1)
+    assert (row["status"], row["prompt_tokens"], row["completion_tokens"]) == (
+        "ok",
+        usage.prompt_tokens,
+        usage.completion_tokens,
+    )
+
+
+def test_a_stream_without_usage_asked_is_still_billed_exactly(gateway, vllm):
+    """The client did not ask for usage; the gateway asks the engine for it and keeps it from
+    the client."""
+    client = sdk(gateway, new_key(gateway, "sdk-no-usage"))
+    before = engine_counts(vllm)
+    chunks = list(
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=10, stream=True)
+    )
+    after = engine_counts(vllm)
+    assert all(c.usage is None for c in chunks)
+    (row,) = rows_when_written(gateway, "sdk-no-usage", 1)
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (
+        after[0] - before[0],
+        after[1] - before[1],
+    )
+
+
+def test_text_completions_work_streaming_and_not(gateway, vllm):
+    client = sdk(gateway, new_key(gateway, "sdk-text"))
+    response = client.completions.create(model=MODEL, prompt="The sky is", max_tokens=8)
+    assert response.choices[0].text and 0 < response.usage.completion_tokens <= 8
+    chunks = list(
+        client.completions.create(model=MODEL, prompt="The sea is", max_tokens=8, stream=True)
+    )
+    assert "".join(c.choices[0].text for c in chunks if c.choices)
+    rows = rows_when_written(gateway, "sdk-text", 2)
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert rows[0]["completion_tokens"] == response.usage.completion_tokens
+    assert 0 < rows[1]["completion_tokens"] <= 8
+
+
+def test_the_engine_accepts_and_ignores_priority_under_fcfs(vllm):
+    """vLLM 0.32 on CPU answers `priority` under its default fcfs policy with a 200 (its field's
+    description still says it errors): the gateway's simulator and priority handling must
+    take both answers."""
+    body = {
+        "model": SERVED_NAME,
+        "messages": MESSAGES,
+        "max_tokens": 2,
+        "priority": 1,
+    }
+    assert httpx.post(vllm.url + "/v1/chat/completions", json=body, timeout=60).status_code == 200
+
+
+def test_a_backend_marked_priority_scheduling_on_an_fcfs_engine_still_serves(vllm, tmp_path):
+    from tests.vllm.conftest import gateway_for
+
+    gateway = gateway_for(vllm, tmp_path, "--priority-scheduling")
+    try:
+        client = sdk(gateway, new_key(gateway, "prio-fcfs"))
+        response = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4)
+        assert response.choices[0].message.content
+    finally:
+        gateway.stop()
+        gateway.database.drop()  # type: ignore[attr-defined]
