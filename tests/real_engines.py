@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 
+import httpx
 import openai
 
 from llmserver.testing.processes import Gateway
@@ -39,3 +40,10 @@ def rows_when_written(gateway: Gateway, user: str, count: int) -> list[dict[str,
 
 def sdk(gateway: Gateway, key: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0, timeout=120)
+
+
+def series(url: str) -> dict[str, float]:
+    """Every sample of a Prometheus text page, by its series (name and labels as written)."""
+    text = httpx.get(url + "/metrics", timeout=5).text
+    pairs = (line.rsplit(" ", 1) for line in text.splitlines() if line and line[0] != "#")
+    return {name: float(value) for name, value in pairs}

@@ -11,11 +11,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmserver.backends.metrics import parse_samples
 from llmserver.testing.processes import Database, Gateway, start_gateway
 from llmserver.testing.vllm_server import SERVED_NAME, VllmServer
 from simulator.launcher import RunningSimulator, start_simulator
-from tests.real_engines import new_key, rows_when_written, sdk
+from tests.real_engines import new_key, rows_when_written, sdk, series
 from tests.vllm.conftest import MODEL
 
 pytestmark = pytest.mark.vllm
@@ -62,8 +61,9 @@ def gateway(
 
 
 def batches_received(gateway: Gateway) -> float:
-    values = parse_samples(httpx.get(gateway.url + "/metrics", timeout=5).text)
-    return values.get('llmserver_kv_event_batches_total{backend="vllm",outcome="received"}', 0.0)
+    return series(gateway.url).get(
+        'llmserver_kv_event_batches_total{backend="vllm",outcome="received"}', 0.0
+    )
 
 
 def test_a_prefix_warmed_straight_at_vllm_draws_the_request_there(gateway, vllm):

@@ -10,9 +10,8 @@ import time
 import httpx
 import pytest
 
-from llmserver.backends.metrics import parse_samples
 from llmserver.testing.processes import Gateway
-from tests.real_engines import new_key
+from tests.real_engines import new_key, series
 from tests.vllm.conftest import MODEL, SLOTS, gateway_for
 
 pytestmark = pytest.mark.vllm
@@ -52,7 +51,7 @@ async def stream_all(http: httpx.AsyncClient, url: str, key: str, body: dict) ->
 
 
 def gateway_values(gateway: Gateway) -> dict[str, float]:
-    return parse_samples(httpx.get(gateway.url + "/metrics", timeout=5).text)
+    return series(gateway.url)
 
 
 async def wait_idle(vllm, timeout: float = 60.0) -> None:
