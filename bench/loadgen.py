@@ -46,9 +46,11 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def body(prompt: str, max_tokens: int, stream: bool, priority: int | None = None) -> dict:
+def body(
+    prompt: str, max_tokens: int, stream: bool, priority: int | None = None, model: str = MODEL
+) -> dict:
     data: dict[str, Any] = {
-        "model": MODEL,
+        "model": model,
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
         "stream": stream,

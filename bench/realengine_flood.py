@@ -58,7 +58,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadgen import Outcome, body, client, configure_gateway, fmt, percentile, stream_once
+from loadgen import (
+    MODEL,
+    Outcome,
+    body,
+    client,
+    configure_gateway,
+    fmt,
+    percentile,
+    stream_once,
+)
 
 from llmserver.testing.llama_server import ALIAS, LlamaServer, missing, start_llama_server
 from llmserver.testing.processes import Database, start_gateway
@@ -68,10 +77,13 @@ POWER_PROMPT = "Write a long story about a lighthouse keeper."
 LIGHT_PROMPT = "Say hello."
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--ways", default=",".join(WAYS))
-    p.add_argument("--slots", type=int, default=4, help="llama-server -np")
+def parse_args(
+    argv: list[str] | None = None, ways: tuple[str, ...] = WAYS, doc: str | None = __doc__
+) -> argparse.Namespace:
+    """The flood's options; bench/vllm_flood.py shares them with its own ways."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--ways", default=",".join(ways))
+    p.add_argument("--slots", type=int, default=4, help="the engine's slots (-np, --max-num-seqs)")
     p.add_argument("--power-requests", type=int, default=48)
     p.add_argument("--power-max-tokens", type=int, default=64)
     p.add_argument("--light-users", type=int, default=3)
@@ -84,7 +96,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def run_load(url: str, args: argparse.Namespace, keys: dict[str, str] | None,
-                   with_power: bool) -> tuple[list[Outcome], float]:  # fmt: skip
+                   with_power: bool, model: str = MODEL,
+                   priority: dict[str, int] | None = None) -> tuple[list[Outcome], float]:  # fmt: skip
+    """The flood; `priority` (class -> value) marks each class's requests for an engine that
+    schedules by priority."""
+    marks = priority or {}
     endpoint = url + "/v1/chat/completions"
     tasks: list[asyncio.Task[Outcome]] = []
     async with client() as http:
@@ -97,9 +113,9 @@ async def run_load(url: str, args: argparse.Namespace, keys: dict[str, str] | No
 
         if with_power:
             for i in range(args.power_requests):
-                launch(
-                    "power", "power", body(f"[#{i}] {POWER_PROMPT}", args.power_max_tokens, True)
-                )
+                prompt = f"[#{i}] {POWER_PROMPT}"
+                data = body(prompt, args.power_max_tokens, True, marks.get("power"), model)
+                launch("power", "power", data)
 
         async def light(index: int) -> None:
             user = f"light{index + 1}"
@@ -107,11 +123,9 @@ async def run_load(url: str, args: argparse.Namespace, keys: dict[str, str] | No
             k = 0
             while (at := offset + k * args.light_interval) < args.duration:
                 await asyncio.sleep(max(0.0, t0 + at - time.monotonic()))
-                launch(
-                    user,
-                    "light",
-                    body(f"[{user} #{k}] {LIGHT_PROMPT}", args.light_max_tokens, True),
-                )
+                prompt = f"[{user} #{k}] {LIGHT_PROMPT}"
+                data = body(prompt, args.light_max_tokens, True, marks.get("light"), model)
+                launch(user, "light", data)
                 k += 1
 
         await asyncio.gather(*(light(i) for i in range(args.light_users)))

@@ -236,8 +236,9 @@ def engine_priority(fmt: str, policy: str, priority: int) -> int:
       priority N but Priority scheduling is not enabled." (`vllm/engine/llm_engine.py`
       `LLMEngine.add_request` and `vllm/engine/async_llm_engine.py` `add_request_async`; mapped
       to 400 by `create_error_response` in `vllm/entrypoints/openai/serving_engine.py`). The V1
-      engine (`vllm/v1/engine/input_processor.py`) ignores it silently instead; the simulator
-      keeps the refusal, the stricter witness, so a gateway that sends it unasked is caught.
+      engine (`vllm/v1/engine/input_processor.py`) ignores it silently instead, as the real
+      vLLM 0.32 does in `tests/vllm/test_vllm_sdk.py`; the simulator keeps the refusal, the
+      stricter witness, so a gateway that sends it unasked is caught.
       Lower values go first (`vllm/v1/core/sched/scheduler.py`).
     - SGLang: ignored unless `--enable-priority-scheduling`; when on, higher values go first by
       default (`python/sglang/srt/server_args.py`, `--schedule-low-priority-values-first` flips

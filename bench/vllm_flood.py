@@ -1,0 +1,128 @@
+"""The mini flood on the real vLLM: do light users keep their turn in front of vLLM's FIFO?
+
+One vLLM (its CPU build, SmolLM2-135M-Instruct, `--max-num-seqs 4`, installed by `make vllm`)
+serves every way in turn, each started when the engine is idle. The load is
+bench/realengine_flood.py's: a power user sends `--power-requests` streaming requests at once,
+`--light-users` users each send one short streaming request every `--light-interval` s for
+`--duration` s, everyone on the interactive tier.
+
+  direct     straight to vLLM: its first-come-first-served queue
+  priority   straight to a vLLM started with `--scheduling-policy priority`, the light users'
+             requests marked priority 0 and the power user's 1 (lower goes first): what vLLM's
+             own priority mode does when every client marks its requests honestly
+  defaults   through the gateway at the product's defaults: backend kind `vllm` (capacity
+             blank, learned from the engine's metrics; preemption on), the demo's tiers as they
+             ship (interactive: 4 at once and 64 queued per user, 60 s queue timeout, the gate's
+             150 ms time-per-token ceiling, 150 ms before a waiting request may pause a stream)
+  tuned      defaults, changing on the interactive tier what the flood exceeds by design or this
+             machine cannot meet: max_concurrent_per_user 64, max_queued_per_user 1000 and
+             queue_timeout_seconds 3600 (demo 4, 64 and 60 s: the power user's 48 at once wait
+             over a minute on two CPU cores), gate_max_tpot_ms blank (demo 150: two shared CPU
+             cores may be slower than the ceiling a GPU is held to, and the gate would stop all)
+  ideal      the light users alone, straight to vLLM
+
+Every gateway way changes, so that only vLLM serves the demo's model: the demo's `simulator`
+backend disabled and a backend `vllm` added. Like the tests' gateways (start_gateway), the
+gateway runs under the bare daphne command with USAGE_FLUSH_INTERVAL 0.1 s (product 1.0) and
+ACCESS_LOG false (product true); none of these is a scheduling setting.
+
+    .venv/bin/python bench/vllm_flood.py            # about 5 minutes on two cores
+    .venv/bin/python bench/vllm_flood.py --json
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from loadgen import configure_gateway
+from realengine_flood import parse_args, run_load, summarise, table
+
+from llmserver.testing.processes import Database, start_gateway
+from llmserver.testing.vllm_server import SERVED_NAME, VllmServer, missing, start_vllm
+
+WAYS = ("direct", "priority", "defaults", "tuned", "ideal")
+MARKS = {"light": 0, "power": 1}
+
+
+async def wait_idle(vllm: VllmServer, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        m = vllm.metrics()
+        if m["vllm:num_requests_running"] == 0 and m["vllm:num_requests_waiting"] == 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("vLLM never went idle")
+        await asyncio.sleep(0.2)
+
+
+async def run_way(way: str, vllm: VllmServer, args: Any) -> dict[str, Any]:
+    await wait_idle(vllm)
+    if way in ("direct", "priority", "ideal"):
+        marks = MARKS if way == "priority" else None
+        outcomes, wall = await run_load(vllm.url, args, None, way != "ideal", SERVED_NAME, marks)
+        return summarise(way, outcomes, wall)
+    tmp = tempfile.TemporaryDirectory(prefix="bench-vllm-")
+    db = Database(Path(tmp.name))
+    gw = start_gateway(
+        db.url,
+        vllm.url,
+        quiet=True,
+        setup=[
+            ["add_backend", "simulator", vllm.url, "--disabled"],
+            ["add_backend", "vllm", vllm.url, "--model", f"demo-llama:{SERVED_NAME}"],
+        ],
+    )
+    try:
+        tiers: dict[str, dict[str, Any]] = {}
+        if way == "tuned":
+            tiers["interactive"] = {
+                "max_concurrent_per_user": 64,
+                "max_queued_per_user": 1000,
+                "queue_timeout_seconds": 3600.0,
+                "gate_max_tpot_ms": None,
+            }
+        users = [("power", "interactive", "chat")]
+        users += [(f"light{i + 1}", "interactive", "chat") for i in range(args.light_users)]
+        keys = configure_gateway(gw, tiers, users)
+        outcomes, wall = await run_load(gw.url, args, keys, True)
+    finally:
+        gw.stop()
+        db.drop()
+        tmp.cleanup()
+    return summarise(way, outcomes, wall)
+
+
+async def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv, WAYS, __doc__)
+    reason = missing()
+    if reason:
+        print(reason, file=sys.stderr)
+        return 2
+    ways = args.ways.split(",")
+    results: dict[str, dict[str, Any]] = {}
+    # One engine per scheduling policy, each serving its ways in turn.
+    for policy, mine in (
+        ("fcfs", [w for w in ways if w != "priority"]),
+        ("priority", ["priority"]),
+    ):
+        if not set(mine) & set(ways):
+            continue
+        vllm = start_vllm(args.slots, options=["--scheduling-policy", policy])
+        try:
+            for way in (w for w in mine if w in ways):
+                results[way] = await run_way(way, vllm, args)
+        finally:
+            vllm.stop()
+    ordered = [results[w] for w in ways]
+    print(json.dumps(ordered, indent=2) if args.json else table(ordered))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
