@@ -71,6 +71,7 @@ from loadgen import (
 
 from llmserver.testing.llama_server import ALIAS, LlamaServer, missing, start_llama_server
 from llmserver.testing.processes import Database, start_gateway
+from llmserver.testing.vllm_server import VllmServer
 
 WAYS = ("direct", "llamacpp", "openai", "llamacpp-preempt", "ideal")
 POWER_PROMPT = "Write a long story about a lighthouse keeper."
@@ -137,14 +138,12 @@ async def run_load(url: str, args: argparse.Namespace, keys: dict[str, str] | No
     return outcomes, wall
 
 
-async def wait_idle(llama: LlamaServer, timeout: float = 120.0) -> None:
+async def wait_idle(engine: LlamaServer | VllmServer, timeout: float = 120.0) -> None:
+    """Until the engine holds no request (each way starts on an idle engine)."""
     deadline = time.monotonic() + timeout
-    while True:
-        m = llama.metrics()
-        if m["llamacpp:requests_processing"] == 0 and m["llamacpp:requests_deferred"] == 0:
-            return
+    while engine.busy():
         if time.monotonic() > deadline:
-            raise RuntimeError("llama-server never went idle")
+            raise RuntimeError(f"the engine at {engine.url} never went idle")
         await asyncio.sleep(0.2)
 
 

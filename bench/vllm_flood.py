@@ -36,29 +36,17 @@ import asyncio
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 from loadgen import configure_gateway
-from realengine_flood import parse_args, run_load, summarise, table
+from realengine_flood import parse_args, run_load, summarise, table, wait_idle
 
 from llmserver.testing.processes import Database, start_gateway
 from llmserver.testing.vllm_server import SERVED_NAME, VllmServer, missing, start_vllm
 
 WAYS = ("direct", "priority", "defaults", "tuned", "ideal")
 MARKS = {"light": 0, "power": 1}
-
-
-async def wait_idle(vllm: VllmServer, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        m = vllm.metrics()
-        if m["vllm:num_requests_running"] == 0 and m["vllm:num_requests_waiting"] == 0:
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError("vLLM never went idle")
-        await asyncio.sleep(0.2)
 
 
 async def run_way(way: str, vllm: VllmServer, args: Any) -> dict[str, Any]:

@@ -4,13 +4,29 @@ operator would."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from typing import Protocol
 
 import httpx
 import openai
 
 from llmserver.testing.processes import Gateway
+
+
+class Engine(Protocol):
+    url: str
+
+    def busy(self) -> float: ...
+
+
+async def wait_idle(engine: Engine, timeout: float = 60.0) -> None:
+    """Until the engine holds no request, running or queued."""
+    deadline = time.monotonic() + timeout
+    while engine.busy():
+        assert time.monotonic() < deadline, "the engine never went idle"
+        await asyncio.sleep(0.1)
 
 
 def new_key(gateway: Gateway, user: str, tier: str = "interactive") -> str:

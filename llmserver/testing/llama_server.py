@@ -43,6 +43,11 @@ class LlamaServer:
         response.raise_for_status()
         return parse_samples(response.text)
 
+    def busy(self) -> float:
+        """Requests the engine holds, running or queued."""
+        m = self.metrics()
+        return m["llamacpp:requests_processing"] + m["llamacpp:requests_deferred"]
+
     def stop(self) -> None:
         stop(self.process)
 

@@ -52,6 +52,11 @@ class VllmServer:
         response.raise_for_status()
         return parse_samples(response.text)
 
+    def busy(self) -> float:
+        """Requests the engine holds, running or queued."""
+        m = self.metrics()
+        return m["vllm:num_requests_running"] + m["vllm:num_requests_waiting"]
+
     def stop(self) -> None:
         stop(self.process)
 

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.real_engines import new_key
+from tests.real_engines import new_key, wait_idle
 from tests.realengine.conftest import MODEL
 
 pytestmark = pytest.mark.realengine
@@ -53,13 +53,6 @@ async def sample_engine(llama, stop: asyncio.Event, seen: list[tuple[float, floa
                 )
             )
             await asyncio.sleep(0.05)
-
-
-async def wait_idle(llama, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while llama.metrics()["llamacpp:requests_processing"] > 0:
-        assert time.monotonic() < deadline, "the engine never went idle"
-        await asyncio.sleep(0.1)
 
 
 async def test_a_client_that_hangs_up_frees_the_engines_slot(gateway, llama):

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from llmserver.testing.processes import Gateway
-from tests.real_engines import new_key, series
+from tests.real_engines import new_key, series, wait_idle
 from tests.vllm.conftest import MODEL, SLOTS, gateway_for
 
 pytestmark = pytest.mark.vllm
@@ -52,17 +52,6 @@ async def stream_all(http: httpx.AsyncClient, url: str, key: str, body: dict) ->
 
 def gateway_values(gateway: Gateway) -> dict[str, float]:
     return series(gateway.url)
-
-
-async def wait_idle(vllm, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        values = vllm.metrics()
-        busy = values["vllm:num_requests_running"] + values["vllm:num_requests_waiting"]
-        if busy == 0:
-            return
-        assert time.monotonic() < deadline, "the engine never went idle"
-        await asyncio.sleep(0.1)
 
 
 async def test_a_client_that_hangs_up_frees_the_engines_slot(gateway, vllm):
