@@ -17,77 +17,15 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from llmserver.backends.kinds import profile
 from scheduling import BackendMetrics
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class KindNames:
-    """Where each value lives for one backend kind; the first name present wins."""
-
-    waiting: tuple[str, ...]
-    running: tuple[str, ...]
-    kv_usage: tuple[str, ...]
-    tpot: tuple[str, ...]  # histogram base names
-    ttft: tuple[str, ...]
-    kv_used_over_total: tuple[str, str] | None = None
-    # TPOT from two counters, (seconds, tokens), where there is no latency histogram.
-    tpot_counters: tuple[str, str] | None = None
-
-    def families(self) -> frozenset[str]:
-        """Every base name read: the exposition's other lines are never parsed."""
-        pairs = (*(self.kv_used_over_total or ()), *(self.tpot_counters or ()))
-        return frozenset(
-            (*self.waiting, *self.running, *self.kv_usage, *self.tpot, *self.ttft, *pairs)
-        )
-
-
-NAMES = {
-    # vLLM renamed gpu_cache_usage_perc and time_per_output_token_seconds; new names first.
-    "vllm": KindNames(
-        waiting=("vllm:num_requests_waiting",),
-        running=("vllm:num_requests_running",),
-        kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-        tpot=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-        ttft=("vllm:time_to_first_token_seconds",),
-    ),
-    "tgi": KindNames(
-        waiting=("tgi_queue_size",),
-        running=("tgi_batch_current_size",),
-        kv_usage=(),
-        tpot=("tgi_request_mean_time_per_token_duration",),
-        ttft=(),
-        kv_used_over_total=("tgi_batch_current_max_tokens", "tgi_batch_max_total_tokens"),
-    ),
-    "sglang": KindNames(
-        waiting=("sglang:num_queue_reqs",),
-        running=("sglang:num_running_reqs",),
-        kv_usage=("sglang:token_usage",),
-        tpot=("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
-        ttft=("sglang:time_to_first_token_seconds",),
-    ),
-    # llama.cpp (tools/server/server-task.cpp, to_metrics): deferred = tasks waiting for a free
-    # slot, processing = busy slots. Its `predicted_tokens_seconds` gauge is reset by every scrape
-    # (any scraper's), so TPOT comes from the cumulative counters instead; they grow when a
-    # request finishes (server-context.cpp, metrics_on_prediction on slot reset).
-    "llamacpp": KindNames(
-        waiting=("llamacpp:requests_deferred",),
-        running=("llamacpp:requests_processing",),
-        kv_usage=(),
-        tpot=(),
-        ttft=(),
-        tpot_counters=(
-            "llamacpp:tokens_predicted_seconds_total",
-            "llamacpp:tokens_predicted_total",
-        ),
-    ),
-}
 
 
 _SUFFIXES = ("", "_sum", "_count", "_total")
@@ -161,9 +99,10 @@ class MetricsReader:
     """Turns successive scrapes of one backend into `BackendMetrics`; keeps the last histograms."""
 
     def __init__(self, kind: str) -> None:
-        if kind not in NAMES:
-            raise ValueError(f"no metric names for backend kind {kind!r}")
-        self.names = NAMES[kind]
+        names = profile(kind).metrics
+        if names is None:
+            raise ValueError(f"backend kind {kind!r} exports no metrics the gateway reads")
+        self.names = names
         self._families = self.names.families()
         self._tpot: tuple[float, float] | None = None
         self._ttft: tuple[float, float] | None = None

@@ -30,15 +30,10 @@ from typing import Any
 import aiohttp
 import httpx
 
+from llmserver.backends.kinds import profile
+
 log = logging.getLogger(__name__)
 
-# How each kind reads a request-level integer `priority`: vLLM serves lower values first, SGLang
-# higher values first (its default; `--schedule-low-priority-values-first` flips it). Sent only
-# to a backend marked as running priority scheduling: a stock vLLM refuses it (see the
-# simulator's `engine_priority`), and TGI and llama.cpp have no such field.
-PRIORITY_SIGN = {"vllm": 1, "sglang": -1}
-# What a backend answers when it was sent a priority it does not schedule by.
-_PRIORITY_REFUSALS = ("Priority scheduling is not enabled", "Using priority is disabled")
 # How many connections `http` (the control plane: scrapes, probes) keeps; one poller uses one.
 _CONTROL_CONNECTIONS = 4
 
@@ -123,6 +118,8 @@ class UpstreamClient:
         priority_scheduling: bool = False,
     ) -> None:
         self.kind = kind
+        # Sent only to a backend marked as running priority scheduling (see `kinds`).
+        self.profile = profile(kind)
         self.name = name or base_url
         self.sends_priority = priority_scheduling
         self.base_url = base_url.rstrip("/")
@@ -172,7 +169,7 @@ class UpstreamClient:
         return self._pooled, self._fresh
 
     def _body(self, body: dict[str, Any], priority: int | None) -> dict[str, Any]:
-        sign = PRIORITY_SIGN.get(self.kind)
+        sign = self.profile.priority_sign
         if priority is not None and sign is not None and self.sends_priority:
             return {**body, "priority": sign * priority}
         return body
@@ -180,7 +177,8 @@ class UpstreamClient:
     def _refused_priority(self, error: BackendError, sent: dict[str, Any]) -> bool:
         """The backend refused the priority it was sent: never send it again (it was marked as
         running priority scheduling but does not), and say so once."""
-        if "priority" not in sent or not any(r in error.message for r in _PRIORITY_REFUSALS):
+        refusals = self.profile.priority_refusals
+        if "priority" not in sent or not any(r in error.message for r in refusals):
             return False
         self.sends_priority = False
         log.warning(

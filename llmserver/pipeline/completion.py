@@ -17,7 +17,7 @@ from llmserver.pipeline.accounting import charge, settle
 from llmserver.pipeline.admission import admit, check_rates
 from llmserver.pipeline.dispatch import run_on_pool, submit
 from llmserver.pipeline.relay import Relay, Sink
-from llmserver.pipeline.resume import RESUMABLE_KINDS, Preempted
+from llmserver.pipeline.resume import Preempted
 from llmserver.runtime.access import access_log
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
@@ -238,7 +238,7 @@ class Completion:
         evict = self.ticket if self.ticket is not None and self.ticket.job.preemptible else None
         try:
             await self.relay.forward(
-                client, upstream_model, priority, evict, client.kind in RESUMABLE_KINDS
+                client, upstream_model, priority, evict, client.profile.resumable
             )
         except Preempted:
             kind = "resumable" if self.relay.started else "before_first_token"

@@ -10,8 +10,9 @@ prompt are resumed: vLLM (`/tokenize` with `messages`, `vllm/entrypoints/openai/
 SGLang (the same `/tokenize` request and answer, `python/sglang/srt/entrypoints/http_server.py`;
 it ignores `add_generation_prompt` and continues a final assistant message,
 `python/sglang/srt/entrypoints/openai/serving_chat.py`) and llama.cpp (`/apply-template`, then `/tokenize` of that text with special tokens, as its
-completion tokenizes a chat prompt: `tools/server/server-context.cpp`). On other kinds a job is
-evicted only before its first token (TGI's `router/src/lib.rs` has no such option).
+completion tokenizes a chat prompt: `tools/server/server-context.cpp`): the kinds whose profile
+counts prompts (`llmserver.backends.kinds`). On other kinds a job is evicted only before its
+first token (TGI's `router/src/lib.rs` has no such option).
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import contextlib
 import json
 from typing import Any
 
+from llmserver.backends.kinds import PromptCount
 from llmserver.backends.upstream import BackendError, UpstreamClient
-
-RESUMABLE_KINDS = frozenset({"vllm", "sglang", "llamacpp"})
 
 
 class Preempted(Exception):
@@ -85,8 +85,11 @@ async def original_prompt_tokens(
     None where the backend cannot say (the continuation's count, less the delivered tokens, is
     then the estimate)."""
     messages = body["messages"]
+    how = client.profile.prompt_count
+    if how is PromptCount.NONE:
+        return None
     with contextlib.suppress(BackendError):
-        if client.kind == "llamacpp":
+        if how is PromptCount.APPLY_TEMPLATE:
             _, templated = await client.complete(
                 "/apply-template", {"messages": messages}, request_id=request_id
             )

@@ -43,7 +43,7 @@ from scheduling import (
     SchedulerService,
     SchedulerSnapshot,
 )
-from tenants.models import BackendKind, config_changes
+from tenants.models import config_changes
 
 if TYPE_CHECKING:
     from llmserver.api.validation import CompletionRequest
@@ -303,7 +303,7 @@ class Gateway:
                     self.scheduler.update_metrics,
                     read_capacity=(
                         functools.partial(read_capacity, client.http, spec.base_url)
-                        if spec.kind == BackendKind.LLAMACPP
+                        if client.profile.reads_capacity
                         else None
                     ),
                     interval=conf.scrape_interval,

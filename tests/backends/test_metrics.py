@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from llmserver.backends.kinds import profile
 from llmserver.backends.metrics import (
-    NAMES,
     MetricsPoller,
     MetricsReader,
     parse_samples,
@@ -112,7 +112,7 @@ def test_queues_are_summed_over_engines_kv_usage_is_the_highest_and_old_names_wo
 
 
 def test_an_unknown_kind_is_refused():
-    with pytest.raises(ValueError, match="no metric names"):
+    with pytest.raises(ValueError, match="unknown backend kind"):
         MetricsReader("triton")
 
 
@@ -184,7 +184,7 @@ async def test_a_backend_that_goes_down_is_marked_unhealthy_and_recovers_by_itse
     ],
 )
 def test_parsing_only_the_families_read_keeps_every_value_they_hold(kind, name):
-    text, families = fixture(name), NAMES[kind].families()
+    text, families = fixture(name), profile(kind).metrics.families()
     whole, filtered = parse_samples(text), parse_samples(text, families=families)
     assert filtered  # the fixture holds some of them
     assert filtered == {k: v for k, v in whole.items() if k in filtered}

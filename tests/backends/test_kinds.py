@@ -1,0 +1,30 @@
+"""Every backend kind the admin offers has one profile, and nothing else is taken for one."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmserver.backends.kinds import PROFILES, profile
+from llmserver.backends.metrics import MetricsReader
+from llmserver.backends.upstream import UpstreamClient
+from tenants.models import BackendKind
+
+
+def test_every_kind_the_admin_offers_has_a_profile() -> None:
+    assert set(BackendKind.values) == set(PROFILES)
+
+
+def test_an_unknown_kind_is_refused_where_a_backend_is_built() -> None:
+    with pytest.raises(ValueError, match="unknown backend kind"):
+        profile("triton")
+    with pytest.raises(ValueError, match="unknown backend kind"):
+        UpstreamClient("http://127.0.0.1:1", "triton")
+
+
+def test_a_kind_without_metrics_has_no_reader() -> None:
+    with pytest.raises(ValueError, match="exports no metrics"):
+        MetricsReader("openai")
+
+
+def test_the_kinds_that_continue_a_paused_stream() -> None:
+    assert {k for k, p in PROFILES.items() if p.resumable} == {"vllm", "sglang", "llamacpp"}
