@@ -7,6 +7,7 @@ job is O(1) and the queue drops the leftover when it reaches it.
 
 from __future__ import annotations
 
+import enum
 import heapq
 import itertools
 from collections import deque
@@ -15,9 +16,16 @@ from typing import Protocol
 
 from scheduling.jobs import Job, Principal
 
-QUEUED = "queued"
-DISPATCHED = "dispatched"
-DONE = "done"
+
+class EntryState(enum.StrEnum):
+    """Where a job is in its life: waiting in its lane, running on a backend, or ended."""
+
+    QUEUED = "queued"
+    DISPATCHED = "dispatched"
+    DONE = "done"
+
+
+QUEUED, DISPATCHED, DONE = EntryState.QUEUED, EntryState.DISPATCHED, EntryState.DONE
 
 
 @dataclass(slots=True, eq=False)
@@ -34,7 +42,7 @@ class Entry:
 
     job: Job
     seq: int
-    state: str = QUEUED
+    state: EntryState = QUEUED
     where: object | None = None
     lane: Lane | None = None
     backend: str | None = None

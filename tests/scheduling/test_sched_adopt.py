@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from sched_helpers import ALICE, BOB, ids, job, plain, scheduler
 
+from scheduling.lanes import EntryState
+
 
 def test_an_adopted_job_takes_its_backends_slot() -> None:
     s = scheduler(plain(max_in_flight=1))
@@ -48,4 +50,4 @@ def test_a_paused_job_adopted_from_an_old_leader_never_expires() -> None:
     paused = job(ALICE, deadline=5.0)
     s.adopt_paused(paused, 0.0)
     assert s.dispatch_once(10.0).expired == []
-    assert s.entries[paused.id].state == "queued"
+    assert s.entries[paused.id].state is EntryState.QUEUED

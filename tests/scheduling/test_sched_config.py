@@ -5,6 +5,7 @@ from __future__ import annotations
 from sched_helpers import ALICE, BOB, ids, job, plain, scheduler
 
 from scheduling import Scheduler, SchedulerConfig
+from scheduling.lanes import EntryState
 
 
 def test_it_keeps_queued_jobs_when_backends_are_replaced() -> None:
@@ -27,7 +28,7 @@ def test_it_keeps_queued_jobs_and_accounts_when_the_config_is_replaced() -> None
 
 
 def _dispatched(s: Scheduler) -> str:
-    return next(e.job.id for e in s.entries.values() if e.state == "dispatched")
+    return next(e.job.id for e in s.entries.values() if e.state is EntryState.DISPATCHED)
 
 
 def test_it_keeps_in_flight_counts_of_a_backend_that_stays() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from sched_helpers import BOB, fresh, job, metered, plain, scheduler
 
 from scheduling import Job, Principal, Scheduler
+from scheduling.lanes import EntryState
 from scheduling.prefix_index import BLOCK_CHARS, MAX_BLOCKS, PrefixIndex, block_hashes
 
 SYSTEM = "You are a careful assistant for the billing team. " * 40  # about 2,000 characters
@@ -99,7 +100,7 @@ def hot_prefix_on_a_full_backend() -> tuple[Scheduler, list[Job], list[str]]:
 def test_a_hot_prefix_spills_when_its_full_backend_has_as_many_waiting_as_it_is_worth() -> None:
     s, jobs, backends = hot_prefix_on_a_full_backend()
     assert backends == ["b1", "b1", "b2"]
-    assert s.entries[jobs[2].id].state == "queued"
+    assert s.entries[jobs[2].id].state is EntryState.QUEUED
 
 
 def test_a_job_waiting_for_the_backend_holding_its_prefix_goes_there_when_a_slot_frees() -> None:

@@ -23,6 +23,7 @@ from scheduling import (
     gate_open,
 )
 from scheduling.config import article_gates
+from scheduling.lanes import EntryState
 
 PRINCIPALS = [Principal("t", f"u{i}") for i in range(4)]
 MODELS = ["m1", "m2"]
@@ -114,7 +115,7 @@ class Run:
         elif kind == "complete" and self.in_flight:
             self.s.complete(self.in_flight.pop(o[1] % len(self.in_flight)), o[2])
         elif kind == "cancel":
-            queued = sorted(i for i, e in self.s.entries.items() if e.state == "queued")
+            queued = sorted(i for i, e in self.s.entries.items() if e.state is EntryState.QUEUED)
             if queued and self.s.cancel(queued[o[1] % len(queued)]):
                 self.settle(queued[o[1] % len(queued)], "cancelled")
         elif kind == "requeue" and self.in_flight:

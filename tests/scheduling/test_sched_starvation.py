@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduling import BackendConfig, BackendMetrics, Job, Principal, Scheduler, SchedulerConfig
+from scheduling.lanes import EntryState
 
 TICK = 0.05  # the engine's step, and how often the relays report
 PREEMPT_AFTER = 0.15  # the interactive tier's default
@@ -132,7 +133,7 @@ class Engine:
         self.watch_waits()
         self.now += TICK
         for job_id, entry in list(self.s.entries.items()):
-            if entry.state == "dispatched" and job_id not in self.evicting:
+            if entry.state is EntryState.DISPATCHED and job_id not in self.evicting:
                 self.left[job_id] -= TICK
                 if self.left[job_id] <= 1e-9:
                     self.s.complete(job_id)
