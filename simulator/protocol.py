@@ -194,15 +194,16 @@ def parse_request(
 
 
 def _continued_tokens(body: dict[str, Any], messages: list[Any], fmt: str) -> int:
-    """How many output tokens the final assistant message already holds, where the request asks
-    to continue it; 0 otherwise. Each kind as its server does:
+    """How many output tokens the final message already holds, where the request asks to
+    continue it; 0 otherwise. Each kind as its server does:
 
     - vLLM: `continue_final_message` and `add_generation_prompt` (which defaults to true for
       chat) are exclusive, a 400 (`check_generation_prompt` in
-      `vllm/entrypoints/openai/protocol.py`); the final message must be the assistant's, or the
-      chat template cannot end inside it (transformers' `apply_chat_template` raises
-      "continue_final_message is set but the final message does not appear in the chat", a 400
-      from vLLM's `preprocess_chat` in `vllm/entrypoints/openai/serving_engine.py`).
+      `vllm/entrypoints/openai/protocol.py`). The final message is continued whatever its role:
+      transformers' `apply_chat_template` refuses only a final message whose text the template
+      does not render ("continue_final_message is set but the final message does not appear in
+      the chat"), and this template renders every message's text; the real vLLM 0.32 continues a
+      final user message with a 200 (`tests/vllm/test_vllm_sdk.py`).
     - SGLang: its `ChatCompletionRequest` has no `add_generation_prompt` (unknown fields are
       ignored: `python/sglang/srt/entrypoints/openai/protocol.py`); with
       `continue_final_message` and a final assistant message, `serving_chat.py` renders the
@@ -219,13 +220,7 @@ def _continued_tokens(body: dict[str, Any], messages: list[Any], fmt: str) -> in
         raise RequestError(
             400, "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
         )
-    if not is_assistant:
-        raise RequestError(
-            400,
-            "continue_final_message is set but the final message does not appear in the chat "
-            "after applying the chat template!",
-        )
-    return len(tokenize(_content_text(last.get("content"))))
+    return len(tokenize(_content_text(last.get("content")) if isinstance(last, dict) else ""))
 
 
 def engine_priority(fmt: str, policy: str, priority: int) -> int:

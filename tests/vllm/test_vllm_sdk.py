@@ -123,3 +123,43 @@ def test_a_backend_marked_priority_scheduling_on_an_fcfs_engine_still_serves(vll
     finally:
         gateway.stop()
         gateway.database.drop()  # type: ignore[attr-defined]
+
+
+def chat_direct(vllm, **body: object) -> httpx.Response:
+    data = {"model": SERVED_NAME, "max_tokens": 2, **body}
+    return httpx.post(vllm.url + "/v1/chat/completions", json=data, timeout=60)
+
+
+def test_the_engine_refuses_a_continuation_that_also_asks_for_a_generation_prompt(vllm):
+    """docs/BACKENDS.md: `continue_final_message` with `add_generation_prompt` (true by
+    default) is a 400; the gateway sends both fields set as the engine requires. A final
+    message of another role is continued too (the simulator followed: it refused it)."""
+    partial = [*MESSAGES, {"role": "assistant", "content": "Red,"}]
+    assert chat_direct(vllm, messages=partial, continue_final_message=True).status_code == 400
+    last_is_user = chat_direct(
+        vllm, messages=MESSAGES, continue_final_message=True, add_generation_prompt=False
+    )
+    assert last_is_user.status_code == 200
+    continued = chat_direct(
+        vllm, messages=partial, continue_final_message=True, add_generation_prompt=False
+    )
+    assert continued.status_code == 200
+
+
+def test_the_engine_counts_a_chats_prompt_on_tokenize_as_its_completion_does(vllm):
+    """docs/BACKENDS.md: a resumed stream's original prompt is counted on vLLM's /tokenize."""
+    counted = httpx.post(
+        vllm.url + "/tokenize",
+        json={"model": SERVED_NAME, "messages": MESSAGES, "add_generation_prompt": True},
+        timeout=60,
+    ).json()["count"]
+    assert chat_direct(vllm, messages=MESSAGES).json()["usage"]["prompt_tokens"] == counted
+
+
+def test_the_engine_answers_a_scrape_in_the_prometheus_text_format(vllm):
+    """docs/BACKENDS.md: scrapes send `Accept: text/plain` and get the text format (vLLM 0.32
+    answers it even to a scraper asking for OpenMetrics)."""
+    for accept in ("text/plain", "application/openmetrics-text; version=1.0.0"):
+        answer = httpx.get(vllm.url + "/metrics", headers={"accept": accept}, timeout=10)
+        assert answer.headers["content-type"].startswith("text/plain")
+        assert "# EOF" not in answer.text
