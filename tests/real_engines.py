@@ -63,3 +63,20 @@ def series(url: str) -> dict[str, float]:
     text = httpx.get(url + "/metrics", timeout=5).text
     pairs = (line.rsplit(" ", 1) for line in text.splitlines() if line and line[0] != "#")
     return {name: float(value) for name, value in pairs}
+
+
+def check_text_completions_streamed_and_not(gateway: Gateway, model: str) -> None:
+    """The `openai` SDK's text completions through the gateway, streamed and not, each billed:
+    the whole answer's usage as the engine reported it, the stream's as the gateway asked it."""
+    client = sdk(gateway, new_key(gateway, "sdk-text"))
+    response = client.completions.create(model=model, prompt="The sky is", max_tokens=8)
+    assert response.choices[0].text and response.usage is not None
+    assert 0 < response.usage.completion_tokens <= 8
+    chunks = list(
+        client.completions.create(model=model, prompt="The sea is", max_tokens=8, stream=True)
+    )
+    assert "".join(c.choices[0].text for c in chunks if c.choices)
+    rows = rows_when_written(gateway, "sdk-text", 2)
+    assert [r["status"] for r in rows] == ["ok", "ok"]
+    assert rows[0]["completion_tokens"] == response.usage.completion_tokens
+    assert 0 < int(str(rows[1]["completion_tokens"])) <= 8

@@ -88,9 +88,15 @@ def world(transactional_db: None, settings: Any) -> Iterator[Any]:
         sim.stop()
 
 
-async def test_a_refused_continuation_ends_the_stream_clearly_and_stops_pausing_there(world):
+@contextlib.asynccontextmanager
+async def power_paused_behind(
+    world: tuple[tuple[str, str], Any], refuse: Refusal
+) -> AsyncIterator[tuple[Any, list[bytes]]]:
+    """The narrow backend behind a proxy that refuses what `refuse` refuses; three power streams
+    fill its slots and a light request pauses one. Yields the gateway and the power streams'
+    remaining bodies, read to their ends."""
     (power_key, light_key), sim = world
-    async with refusing(sim.url, continuations) as url:
+    async with refusing(sim.url, refuse) as url:
         await sync_to_async(Backend.objects.filter(name="narrow").update)(
             base_url=url, metrics_url=sim.metrics_url
         )
@@ -99,40 +105,34 @@ async def test_a_refused_continuation_ends_the_stream_clearly_and_stops_pausing_
             power = await power_streams_running(gw, power_key, 3)
             status, _, _ = await read_all(await start(light_key, chat_body(max_tokens=4)), 30)
             assert status == 200
-            bodies = await asyncio.gather(*(rest_of(c) for c in power))
-            errors = [
-                json.loads(line[6:])["error"]
-                for body in bodies
-                for line in body.decode().split("\n")
-                if line.startswith('data: {"error"')
-            ]
-            assert len(errors) == 1 and "refused to continue" in errors[0]["message"]
-            assert gw.cannot_resume == {"narrow"}
-            assert gw.scheduler.core.backends["narrow"].config.preemption is False
-            await wait_for(lambda: gw.usage.pending == 0, 5)
-            rows = [r for r in await usage_rows() if r["user"] == "power"]
-            assert sorted(r["status"] for r in rows) == ["error", "ok", "ok"]
-            cut = next(r for r in rows if r["status"] == "error")
-            assert 0 < cut["completion_tokens"] < 80
+            yield gw, await asyncio.gather(*(rest_of(c) for c in power))
+
+
+async def test_a_refused_continuation_ends_the_stream_clearly_and_stops_pausing_there(world):
+    async with power_paused_behind(world, continuations) as (gw, bodies):
+        errors = [
+            json.loads(line[6:])["error"]
+            for body in bodies
+            for line in body.decode().split("\n")
+            if line.startswith('data: {"error"')
+        ]
+        assert len(errors) == 1 and "refused to continue" in errors[0]["message"]
+        assert gw.cannot_resume == {"narrow"}
+        assert gw.scheduler.core.backends["narrow"].config.preemption is False
+        await wait_for(lambda: gw.usage.pending == 0, 5)
+        rows = [r for r in await usage_rows() if r["user"] == "power"]
+        assert sorted(r["status"] for r in rows) == ["error", "ok", "ok"]
+        cut = next(r for r in rows if r["status"] == "error")
+        assert 0 < cut["completion_tokens"] < 80
 
 
 async def test_a_resumed_stream_on_a_backend_without_tokenize_is_billed_its_original_prompt(
     world,
 ):
-    (power_key, light_key), sim = world
-    async with refusing(sim.url, tokenize) as url:
-        await sync_to_async(Backend.objects.filter(name="narrow").update)(
-            base_url=url, metrics_url=sim.metrics_url
-        )
-        async with running_gateway() as gw:
-            await wait_for(lambda: gw.snapshot().backends[0].gates[0].open, 5)
-            power = await power_streams_running(gw, power_key, 3)
-            status, _, _ = await read_all(await start(light_key, chat_body(max_tokens=4)), 30)
-            assert status == 200
-            await asyncio.gather(*(rest_of(c) for c in power))
-            assert gw.scheduler.core.totals["preempted"] >= 1
-            await wait_for(lambda: gw.usage.pending == 0, 5)
-            rows = [r for r in await usage_rows() if r["user"] == "power"]
-            assert [(r["prompt_tokens"], r["completion_tokens"]) for r in rows] == [
-                (PROMPT_TOKENS, POWER_TOKENS)
-            ] * 3
+    async with power_paused_behind(world, tokenize) as (gw, _):
+        assert gw.scheduler.core.totals["preempted"] >= 1
+        await wait_for(lambda: gw.usage.pending == 0, 5)
+        rows = [r for r in await usage_rows() if r["user"] == "power"]
+        assert [(r["prompt_tokens"], r["completion_tokens"]) for r in rows] == [
+            (PROMPT_TOKENS, POWER_TOKENS)
+        ] * 3

@@ -7,7 +7,12 @@ import time
 import openai
 import pytest
 
-from tests.real_engines import new_key, rows_when_written, sdk
+from tests.real_engines import (
+    check_text_completions_streamed_and_not,
+    new_key,
+    rows_when_written,
+    sdk,
+)
 from tests.realengine.conftest import MODEL
 
 pytestmark = pytest.mark.realengine
@@ -53,17 +58,7 @@ def test_a_streaming_chat_arrives_in_chunks_and_is_billed_the_engines_final_usag
 
 
 def test_text_completions_work_streaming_and_not(gateway):
-    client = sdk(gateway, new_key(gateway, "sdk-text"))
-    response = client.completions.create(model=MODEL, prompt="The sky is", max_tokens=8)
-    assert response.choices[0].text and 0 < response.usage.completion_tokens <= 8
-    chunks = list(
-        client.completions.create(model=MODEL, prompt="The sea is", max_tokens=8, stream=True)
-    )
-    assert "".join(c.choices[0].text for c in chunks if c.choices)
-    rows = rows_when_written(gateway, "sdk-text", 2)
-    assert [r["status"] for r in rows] == ["ok", "ok"]
-    assert rows[0]["completion_tokens"] == response.usage.completion_tokens
-    assert 0 < rows[1]["completion_tokens"] <= 8  # the gateway asked the engine for usage
+    check_text_completions_streamed_and_not(gateway, MODEL)
 
 
 def test_a_revoked_key_is_refused(gateway):
