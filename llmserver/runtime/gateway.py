@@ -111,6 +111,9 @@ class Gateway:
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._dirty = asyncio.Event()
+        # One reload at a time: a slow load begun before a change must not apply after a
+        # later load that saw it (the older configuration would win).
+        self._reloading = asyncio.Lock()
         self._config_changes = 0  # the database's change count this configuration reflects
         self.draining = False
         self.stopping = False
@@ -204,8 +207,9 @@ class Gateway:
         return config
 
     async def reload_once(self) -> None:
-        config = await run_db(load_gateway_config, self.settings)
-        self._apply(config)
+        async with self._reloading:
+            config = await run_db(load_gateway_config, self.settings)
+            self._apply(config)
 
     def prices(self, tenant_id: int | None = None) -> Mapping[str, tuple[float, float]]:
         """Public model name -> (input, output) price per million tokens in force: the list
