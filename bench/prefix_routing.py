@@ -118,6 +118,7 @@ from scheduling import (  # noqa: E402
     Principal,
     SchedulerConfig,
     SchedulerService,
+    TierPolicy,
 )
 from scheduling.prefix_index import PrefixIndex  # noqa: E402
 from simulator.launcher import RunningSimulator, free_port, start_simulator  # noqa: E402
@@ -252,8 +253,7 @@ async def one_request(
         estimated_cost=req.estimated_prompt_tokens + 4.0 * req.max_tokens,
         estimated_output_tokens=req.max_tokens,
         prefix_blocks=req.prefix_blocks,
-        max_queued=10_000,
-        max_concurrent=10_000,
+        policy=TierPolicy(max_queued=10_000, max_concurrent=10_000),
     )
     user.busy = True
     ticket = service.submit(job)

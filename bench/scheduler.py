@@ -30,6 +30,7 @@ from scheduling import (
     Principal,
     Scheduler,
     SchedulerConfig,
+    TierPolicy,
 )
 
 
@@ -57,8 +58,8 @@ def fill(s: Scheduler, principals: list[Principal], queued: int, bands: int, ids
 
 
 def make_job(p: Principal, band: int, seq: int, n: int) -> Job:
-    return Job(f"j{seq}", p, "m", band, estimated_cost=1.0 + seq % 7, max_queued=1_000_000,
-               max_concurrent=1_000_000)  # fmt: skip
+    return Job(f"j{seq}", p, "m", band, estimated_cost=1.0 + seq % 7,
+               policy=TierPolicy(max_queued=1_000_000, max_concurrent=1_000_000))  # fmt: skip
 
 
 def steady(n: int, queued: int, decisions: int, backends: int, bands: int) -> dict[str, float]:

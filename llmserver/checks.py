@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from llmserver.conf import gateway_settings
+from llmserver.conf import SchedulerTransportKind, gateway_settings
 
 
 @checks.register(checks.Tags.security)
@@ -55,7 +55,7 @@ def check_redis_transport_has_redis(app_configs: Any, **kwargs: Any) -> list[che
         conf = gateway_settings()
     except (TypeError, ValueError):
         return []  # gateway.E002 says why
-    if conf.scheduler_transport == "redis" and not conf.redis_url:
+    if conf.scheduler_transport == SchedulerTransportKind.REDIS and not conf.redis_url:
         return [
             checks.Error(
                 "SCHEDULER_TRANSPORT=redis needs REDIS_URL: the processes share their scheduler "

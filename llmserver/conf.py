@@ -2,33 +2,44 @@
 
 `settings.py` reads the environment into `LLMSERVER` (a plain dict, so Django's test settings can
 override it); everything else reads this object, built when the gateway starts and checked by the
-`gateway.*` system checks.
+`gateway.*` system checks. This class is the one home of each default: `settings.py` falls back
+to `DEFAULTS`, and the scheduler's own knobs default to `scheduling.SchedulerConfig`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
 
-from scheduling import CostUnit
+from scheduling import CostUnit, SchedulerConfig, TokenWeights, WithinPrincipal
+
+_SCHEDULER = SchedulerConfig()
+
+
+class SchedulerTransportKind(StrEnum):
+    """Where the scheduler lives: in this process, or one for every process sharing Redis."""
+
+    LOCAL = "local"
+    REDIS = "redis"
 
 
 @dataclass(frozen=True, slots=True)
 class GatewaySettings:
     cost_unit: CostUnit = CostUnit.TOKENS
-    output_token_weight: float = 4.0
-    within_principal: str = "fifo"
-    aging_seconds: float | None = None
-    affinity_slack: int = 2
-    prefix_index_blocks: int = 8192
-    batch_slack: float = 0.0
-    batch_min_blocks: int = 16
+    output_token_weight: float = TokenWeights().output
+    within_principal: WithinPrincipal = _SCHEDULER.within_principal
+    aging_seconds: float | None = _SCHEDULER.aging_seconds
+    affinity_slack: int = _SCHEDULER.affinity_slack
+    prefix_index_blocks: int = _SCHEDULER.prefix_index_blocks
+    batch_slack: float = _SCHEDULER.batch_slack
+    batch_min_blocks: int = _SCHEDULER.batch_min_blocks
     scrape_interval: float = 0.25
     scrape_timeout: float = 1.0
-    stale_after: float = 2.0
+    stale_after: float = _SCHEDULER.stale_after
     upstream_connect_timeout: float = 5.0
     upstream_read_timeout: float = 600.0
     upstream_max_connections: int = 1024
@@ -51,9 +62,9 @@ class GatewaySettings:
     access_log: bool = True
     # Where RPM/TPM windows live: Redis (shared by every gateway process) or, empty, memory.
     rate_limit_redis_url: str = ""
-    # "local": the scheduler in this process; "redis": one scheduler for every process sharing
-    # `redis_url` and `cluster_prefix`, led by whoever holds the lease.
-    scheduler_transport: str = "local"
+    # REDIS: one scheduler for every process sharing `redis_url` and `cluster_prefix`, led by
+    # whoever holds the lease.
+    scheduler_transport: SchedulerTransportKind = SchedulerTransportKind.LOCAL
     redis_url: str = ""
     cluster_prefix: str = "llmserver"
     cluster_lease_seconds: float = 3.0
@@ -67,8 +78,15 @@ class GatewaySettings:
             raise ValueError(f"unknown LLMSERVER settings: {', '.join(sorted(unknown))}")
         options = {name.lower(): value for name, value in values.items()}
         options["cost_unit"] = CostUnit(options.get("cost_unit", CostUnit.TOKENS))
+        if "within_principal" in options:
+            options["within_principal"] = WithinPrincipal(options["within_principal"])
+        if "scheduler_transport" in options:
+            options["scheduler_transport"] = SchedulerTransportKind(options["scheduler_transport"])
         options["metrics_allow"] = tuple(options.get("metrics_allow", ()))
         return cls(**options)
+
+
+DEFAULTS = GatewaySettings()
 
 
 def gateway_settings() -> GatewaySettings:

@@ -7,6 +7,7 @@ naming the variable, when a value cannot be read.
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -76,6 +77,11 @@ def env_cidrs(name: str) -> tuple[str, ...]:
         except ValueError:
             raise ImproperlyConfigured(f"{name} must list IP networks; got {item!r}") from None
     return tuple(networks)
+
+
+def enum_values(values: type[StrEnum]) -> tuple[str, ...]:
+    """An enum's values, the choices of the variable that names one."""
+    return tuple(v.value for v in values)
 
 
 def env_choice(name: str, choices: tuple[str, ...], default: str) -> str:

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import django_stubs_ext
 
+from llmserver.conf import DEFAULTS as D
+from llmserver.conf import SchedulerTransportKind
 from llmserver.env import (
     database_from_url,
+    enum_values,
     env_bool,
     env_choice,
     env_cidrs,
@@ -23,6 +26,7 @@ from llmserver.env import (
     env_str,
     redis_url,
 )
+from scheduling import CostUnit, WithinPrincipal
 
 django_stubs_ext.monkeypatch()
 
@@ -128,42 +132,60 @@ LOGGING = {
 }
 
 # The gateway's own tuning: how it talks to backends and schedules; tenants and tiers are in the DB.
-# Read through `llmserver.conf.GatewaySettings`, never by key.
+# Read through `llmserver.conf.GatewaySettings`, never by key; its defaults are the ones (`D`).
 LLMSERVER = {
-    "COST_UNIT": env_choice("SCHEDULER_COST_UNIT", ("requests", "tokens", "money"), "tokens"),
-    "OUTPUT_TOKEN_WEIGHT": env_float("SCHEDULER_OUTPUT_TOKEN_WEIGHT", 4.0, minimum=0.0),
-    "WITHIN_PRINCIPAL": env_choice("SCHEDULER_WITHIN_PRINCIPAL", ("fifo", "sjf"), "fifo"),
-    "AGING_SECONDS": env_float("SCHEDULER_AGING_SECONDS", 0.0, minimum=0.0) or None,
-    "AFFINITY_SLACK": env_int("SCHEDULER_AFFINITY_SLACK", 2, minimum=0),
-    "PREFIX_INDEX_BLOCKS": env_int("SCHEDULER_PREFIX_INDEX_BLOCKS", 8192, minimum=1),
-    "BATCH_SLACK": env_float("SCHEDULER_BATCH_SLACK", 0.0, minimum=0.0),
-    "BATCH_MIN_BLOCKS": env_int("SCHEDULER_BATCH_MIN_BLOCKS", 16, minimum=1),
-    "SCRAPE_INTERVAL": env_float("SCRAPE_INTERVAL", 0.25, minimum=0.01),
-    "SCRAPE_TIMEOUT": env_float("SCRAPE_TIMEOUT", 1.0, minimum=0.01),
-    "STALE_AFTER": env_float("METRICS_STALE_AFTER", 2.0, minimum=0.01),
-    "UPSTREAM_CONNECT_TIMEOUT": env_float("UPSTREAM_CONNECT_TIMEOUT", 5.0, minimum=0.1),
-    "UPSTREAM_READ_TIMEOUT": env_float("UPSTREAM_READ_TIMEOUT", 600.0, minimum=1.0),
-    "UPSTREAM_MAX_CONNECTIONS": env_int("UPSTREAM_MAX_CONNECTIONS", 1024, minimum=1),
-    # Below every backend's own idle timeout (llama-server: 5 s), so we never reuse a dying socket.
-    "UPSTREAM_KEEPALIVE_EXPIRY": env_float("UPSTREAM_KEEPALIVE_EXPIRY", 4.0, minimum=0.0),
-    "MAX_BODY_BYTES": env_int("MAX_BODY_BYTES", 1_048_576, minimum=1024),
-    "MAX_TOKENS_LIMIT": env_int("MAX_TOKENS_LIMIT", 32768, minimum=1),
-    "DEFAULT_MAX_TOKENS": env_int("DEFAULT_MAX_TOKENS", 256, minimum=1),
-    "USAGE_FLUSH_INTERVAL": env_float("USAGE_FLUSH_INTERVAL", 1.0, minimum=0.01),
-    "USAGE_BATCH_SIZE": env_int("USAGE_BATCH_SIZE", 500, minimum=1),
-    "KEY_CACHE_SECONDS": env_float("KEY_CACHE_SECONDS", 30.0, minimum=0.0),
-    "DRAIN_SECONDS": env_float("DRAIN_SECONDS", 30.0, minimum=0.0),
-    "CLIENT_READ_TIMEOUT": env_float("CLIENT_READ_TIMEOUT", 30.0, minimum=0.1),
-    "CLIENT_IDLE_TIMEOUT": env_float("CLIENT_IDLE_TIMEOUT", 60.0, minimum=0.1),
-    "METRICS_TOKEN": env_str("METRICS_TOKEN"),
+    "COST_UNIT": env_choice("SCHEDULER_COST_UNIT", enum_values(CostUnit), D.cost_unit),
+    "OUTPUT_TOKEN_WEIGHT": env_float(
+        "SCHEDULER_OUTPUT_TOKEN_WEIGHT", D.output_token_weight, minimum=0.0
+    ),
+    "WITHIN_PRINCIPAL": env_choice(
+        "SCHEDULER_WITHIN_PRINCIPAL", enum_values(WithinPrincipal), D.within_principal
+    ),
+    "AGING_SECONDS": env_float("SCHEDULER_AGING_SECONDS", D.aging_seconds or 0.0, minimum=0.0)
+    or None,
+    "AFFINITY_SLACK": env_int("SCHEDULER_AFFINITY_SLACK", D.affinity_slack, minimum=0),
+    "PREFIX_INDEX_BLOCKS": env_int(
+        "SCHEDULER_PREFIX_INDEX_BLOCKS", D.prefix_index_blocks, minimum=1
+    ),
+    "BATCH_SLACK": env_float("SCHEDULER_BATCH_SLACK", D.batch_slack, minimum=0.0),
+    "BATCH_MIN_BLOCKS": env_int("SCHEDULER_BATCH_MIN_BLOCKS", D.batch_min_blocks, minimum=1),
+    "SCRAPE_INTERVAL": env_float("SCRAPE_INTERVAL", D.scrape_interval, minimum=0.01),
+    "SCRAPE_TIMEOUT": env_float("SCRAPE_TIMEOUT", D.scrape_timeout, minimum=0.01),
+    "STALE_AFTER": env_float("METRICS_STALE_AFTER", D.stale_after, minimum=0.01),
+    "UPSTREAM_CONNECT_TIMEOUT": env_float(
+        "UPSTREAM_CONNECT_TIMEOUT", D.upstream_connect_timeout, minimum=0.1
+    ),
+    "UPSTREAM_READ_TIMEOUT": env_float(
+        "UPSTREAM_READ_TIMEOUT", D.upstream_read_timeout, minimum=1.0
+    ),
+    "UPSTREAM_MAX_CONNECTIONS": env_int(
+        "UPSTREAM_MAX_CONNECTIONS", D.upstream_max_connections, minimum=1
+    ),
+    "UPSTREAM_KEEPALIVE_EXPIRY": env_float(
+        "UPSTREAM_KEEPALIVE_EXPIRY", D.upstream_keepalive_expiry, minimum=0.0
+    ),
+    "MAX_BODY_BYTES": env_int("MAX_BODY_BYTES", D.max_body_bytes, minimum=1024),
+    "MAX_TOKENS_LIMIT": env_int("MAX_TOKENS_LIMIT", D.max_tokens_limit, minimum=1),
+    "DEFAULT_MAX_TOKENS": env_int("DEFAULT_MAX_TOKENS", D.default_max_tokens, minimum=1),
+    "USAGE_FLUSH_INTERVAL": env_float("USAGE_FLUSH_INTERVAL", D.usage_flush_interval, minimum=0.01),
+    "USAGE_BATCH_SIZE": env_int("USAGE_BATCH_SIZE", D.usage_batch_size, minimum=1),
+    "KEY_CACHE_SECONDS": env_float("KEY_CACHE_SECONDS", D.key_cache_seconds, minimum=0.0),
+    "DRAIN_SECONDS": env_float("DRAIN_SECONDS", D.drain_seconds, minimum=0.0),
+    "CLIENT_READ_TIMEOUT": env_float("CLIENT_READ_TIMEOUT", D.client_read_timeout, minimum=0.1),
+    "CLIENT_IDLE_TIMEOUT": env_float("CLIENT_IDLE_TIMEOUT", D.client_idle_timeout, minimum=0.1),
+    "METRICS_TOKEN": env_str("METRICS_TOKEN", D.metrics_token),
     "METRICS_ALLOW": env_cidrs("METRICS_ALLOW"),
-    "ACCESS_LOG": env_bool("ACCESS_LOG", True),
+    "ACCESS_LOG": env_bool("ACCESS_LOG", D.access_log),
     "RATE_LIMIT_REDIS_URL": REDIS_URL,
     # One scheduler for many processes (docs/DEPLOYMENT.md): "redis" needs REDIS_URL.
-    "SCHEDULER_TRANSPORT": env_choice("SCHEDULER_TRANSPORT", ("local", "redis"), "local"),
+    "SCHEDULER_TRANSPORT": env_choice(
+        "SCHEDULER_TRANSPORT", enum_values(SchedulerTransportKind), D.scheduler_transport
+    ),
     "REDIS_URL": REDIS_URL,
-    "CLUSTER_PREFIX": env_str("CLUSTER_PREFIX", "llmserver"),
-    "CLUSTER_LEASE_SECONDS": env_float("CLUSTER_LEASE_SECONDS", 3.0, minimum=0.3),
+    "CLUSTER_PREFIX": env_str("CLUSTER_PREFIX", D.cluster_prefix),
+    "CLUSTER_LEASE_SECONDS": env_float(
+        "CLUSTER_LEASE_SECONDS", D.cluster_lease_seconds, minimum=0.3
+    ),
 }
 
 # The tenant self-service API: API-key auth only, JSON only, OpenAI-shaped errors.

@@ -7,11 +7,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from llmserver.conf import gateway_settings
 from llmserver.runtime import notices
 from tenants.models.config_changes import CONFIG_MODELS
 
@@ -26,7 +26,6 @@ def config_changed(sender: type, **kwargs: Any) -> None:
     gateway = module.current_gateway() if module is not None else None
     if gateway is not None:
         gateway.mark_dirty()
-    redis_url = str(settings.LLMSERVER["REDIS_URL"])
-    prefix = str(settings.LLMSERVER["CLUSTER_PREFIX"])
-    if redis_url:
-        transaction.on_commit(lambda: notices.publish(redis_url, prefix))
+    conf = gateway_settings()
+    if conf.redis_url:
+        transaction.on_commit(lambda: notices.publish(conf.redis_url, conf.cluster_prefix))

@@ -29,6 +29,8 @@ from scheduling.jobs import (
     Eviction,
     Job,
     Principal,
+    TierPolicy,
+    WithinPrincipal,
 )
 from scheduling.lanes import create_principal_queue
 from scheduling.position import QueuePosition, queue_position
@@ -77,7 +79,9 @@ __all__ = [
     "SchedulingError",
     "Step",
     "Ticket",
+    "TierPolicy",
     "TokenWeights",
+    "WithinPrincipal",
     "article_gates",
     "build_snapshot",
     "create_principal_queue",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduling.jobs import BATCH, INTERACTIVE, STANDARD
+from scheduling.jobs import BATCH, INTERACTIVE, STANDARD, WithinPrincipal
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,7 @@ class SchedulerConfig:
 
     gates: Mapping[int, GateThresholds] = field(default_factory=article_gates)
     stale_after: float = 2.0
-    within_principal: str = "fifo"
+    within_principal: WithinPrincipal = WithinPrincipal.FIFO
     aging_seconds: float | None = None
     affinity_slack: int = 2
     queue_full_retry_after: float = 1.0

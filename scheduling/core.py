@@ -10,7 +10,7 @@ import heapq
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scheduling.backend_state import BackendMetrics, BackendState
 from scheduling.batching import pull_forward
@@ -19,7 +19,7 @@ from scheduling.engine_cache import CacheEvent, EngineCacheMirror
 from scheduling.errors import NoBackend, QueueFull
 from scheduling.fairshare import BandHeap
 from scheduling.gate import gate_open
-from scheduling.jobs import Dispatch, Eviction, Job, Principal
+from scheduling.jobs import Dispatch, Eviction, Job, Principal, WithinPrincipal
 from scheduling.lanes import (
     DISPATCHED,
     DONE,
@@ -138,7 +138,7 @@ class Scheduler:
                 self._schedule_aging(entry)
 
     def _schedule_aging(self, entry: Entry) -> None:
-        own = entry.job.aging_seconds
+        own = entry.job.policy.aging_seconds
         period = self.config.aging_seconds if own is None else (own or None)
         lane = entry.lane
         if period is None or lane is None or lane.band <= 0 or entry.job.enqueued_at is None:
@@ -158,19 +158,21 @@ class Scheduler:
             self.totals["rejected"] += 1
             raise NoBackend(f"no backend serves model {job.model!r}")
         pstate = self.principals.setdefault(job.principal, PrincipalState())
-        if pstate.queued >= job.max_queued:
+        if pstate.queued >= job.policy.max_queued:
             self.totals["rejected"] += 1
             raise QueueFull(self.config.queue_full_retry_after)
         job.enqueued_at = now
         entry = Entry(job=job, seq=next(self._seq))
         self.entries[job.id] = entry
-        lane = self._lane(job.model, job.band, job.principal, job.within_principal)
+        lane = self._lane(job.model, job.band, job.principal, job.policy.within_principal)
         self._enqueue(entry, lane, front=False)
         if job.deadline is not None:
             heapq.heappush(self._deadlines, (job.deadline, entry.seq, entry))
         self._schedule_aging(entry)
 
-    def _lane(self, model: str, band: int, principal: Principal, policy: str | None = None) -> Lane:
+    def _lane(
+        self, model: str, band: int, principal: Principal, policy: WithinPrincipal | None = None
+    ) -> Lane:
         """The lane, made with `policy` (None: the scheduler's) if it does not exist yet."""
         key = (model, band, principal)
         lane = self.lanes.get(key)
@@ -317,7 +319,7 @@ class Scheduler:
             if entry is None:
                 continue
             pstate = self.principals[lane.principal]
-            if pstate.in_flight >= entry.job.max_concurrent:
+            if pstate.in_flight >= entry.job.policy.max_concurrent:
                 pstate.blocked.append(lane)  # back in the heap when one of its jobs finishes
                 continue
             if self._yields(entry):
@@ -378,7 +380,7 @@ class Scheduler:
         on the lane, the principal and the backend."""
         entry.state = DISPATCHED
         entry.backend = backend.name
-        entry.charged = entry.job.estimated_cost / max(entry.job.weight, 1e-9)
+        entry.charged = entry.job.estimated_cost / max(entry.job.policy.weight, 1e-9)
         entry.billed += entry.charged
         lane.service += entry.charged
         lane.running += entry.charged
@@ -401,7 +403,7 @@ class Scheduler:
         if job.enqueued_at is None:
             job.enqueued_at = now
         entry = Entry(job=job, seq=next(self._seq))
-        lane = self._lane(job.model, job.band, job.principal, job.within_principal)
+        lane = self._lane(job.model, job.band, job.principal, job.policy.within_principal)
         entry.lane = lane
         entry.dispatched_at = now
         if resumed_ago is not None:
@@ -424,7 +426,7 @@ class Scheduler:
         entry = Entry(job=job, seq=next(self._seq))
         entry.preempted = True
         self.entries[job.id] = entry
-        lane = self._lane(job.model, job.band, job.principal, job.within_principal)
+        lane = self._lane(job.model, job.band, job.principal, job.policy.within_principal)
         self._enqueue(entry, lane, front=True, lift=False)
 
     # outcomes -------------------------------------------------------------------------------
@@ -436,7 +438,7 @@ class Scheduler:
         lane = entry.lane
         assert lane is not None
         if real_cost is not None:
-            delta = real_cost / max(entry.job.weight, 1e-9) - entry.billed
+            delta = real_cost / max(entry.job.policy.weight, 1e-9) - entry.billed
             if delta:
                 lane.service += delta
                 if lane.token is not None:
@@ -560,7 +562,7 @@ class Scheduler:
                     if e.state == DISPATCHED
                     and e.backend == state.name
                     and not e.evicting
-                    and e.job.preemptible
+                    and e.job.policy.preemptible
                     and e.evictions < c.preempt_max_per_job
                     and e.resumed_at is None
                 ),
@@ -576,9 +578,10 @@ class Scheduler:
         jobs included, so once one finds none no later one can); notes when one may later."""
         for lane in sorted(heap.lanes(), key=lambda x: x.service):
             head = lane.queue.peek()
-            if head is None or self.principals[lane.principal].in_flight >= head.job.max_concurrent:
+            busy = self.principals[lane.principal].in_flight
+            if head is None or busy >= head.job.policy.max_concurrent:
                 continue
-            after = head.job.preempt_after
+            after = head.job.policy.preempt_after
             if after is None or head.job.enqueued_at is None:
                 continue
             due = head.job.enqueued_at + after
@@ -609,7 +612,7 @@ class Scheduler:
             if (
                 entry.state != DISPATCHED
                 or entry.evicting
-                or not entry.job.preemptible
+                or not entry.job.policy.preemptible
                 or entry.backend not in names
                 or lane is None
                 or entry.evictions >= c.preempt_max_per_job
@@ -683,7 +686,7 @@ class Scheduler:
         if entry.evicting and backend is not None:
             backend.evicting -= 1
         entry.evicting = False
-        entry.job.preemptible = False
+        entry.job.policy = replace(entry.job.policy, preemptible=False)
 
     def _forget_if_idle(self, lane: Lane) -> None:
         if lane.live == 0 and lane.in_flight == 0:

@@ -5,7 +5,8 @@ them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 
 # Priority bands, lower first: the one home of their numbers (the tiers' choices use them too).
 INTERACTIVE = 0
@@ -22,17 +23,42 @@ class Principal:
     user: str
 
 
+class WithinPrincipal(StrEnum):
+    """The order of one principal's own jobs: as they came, or the shortest answer first."""
+
+    FIFO = "fifo"
+    SJF = "sjf"
+
+
+@dataclass(frozen=True, slots=True)
+class TierPolicy:
+    """What a tier says about scheduling its principals' jobs: one value, built once when a key
+    is loaded and carried whole by each job (also across the cluster's wire).
+
+    `weight` is the fair-share weight; `max_queued` and `max_concurrent` the principal's limits;
+    `preemptible`: the job may be evicted from its backend to make room (and resumed later);
+    `preempt_after`: once it has waited this long (seconds) with every slot busy, it may evict
+    one (None: it never does); `within_principal` and `aging_seconds` (0: no aging): the tier's
+    own order and aging period, None: the scheduler's.
+    """
+
+    weight: float = 1.0
+    max_queued: int = 64
+    max_concurrent: int = 4
+    preemptible: bool = False
+    preempt_after: float | None = None
+    within_principal: WithinPrincipal | None = None
+    aging_seconds: float | None = None
+
+
 @dataclass(slots=True)
 class Job:
     """One request waiting for a backend.
 
-    `band` is the priority band (lower goes first); `weight` is the tier's fair-share weight;
-    `estimated_cost` is in the configured cost unit (see `scheduling.cost`); `deadline` is on the
-    scheduler's clock; `max_queued` and `max_concurrent` are the principal's limits from its tier.
-    `preemptible`: the job may be evicted from its backend to make room (and resumed later);
-    `preempt_after`: once it has waited this long (seconds) with every slot busy, it may evict
-    one (None: it never does). `demoted`: admission moved it to a lower band because its tenant
-    is over budget (the dashboard says so). `prefix_blocks`: chained hashes of its prompt's leading blocks
+    `band` is the priority band (lower goes first); `policy` is its tier's; `estimated_cost` is in
+    the configured cost unit (see `scheduling.cost`); `deadline` is on the scheduler's clock.
+    `demoted`: admission moved it to a lower band because its tenant is over budget (the
+    dashboard says so). `prefix_blocks`: chained hashes of its prompt's leading blocks
     (`scheduling.prefix_index.block_hashes`), what backend choice and batching match on.
     """
 
@@ -40,21 +66,13 @@ class Job:
     principal: Principal
     model: str
     band: int
-    weight: float = 1.0
+    policy: TierPolicy = field(default_factory=TierPolicy)
     estimated_cost: float = 1.0
     estimated_output_tokens: int = 0
     prefix_blocks: tuple[int, ...] = ()
     deadline: float | None = None
-    max_queued: int = 64
-    max_concurrent: int = 4
     enqueued_at: float | None = None
-    preemptible: bool = False
-    preempt_after: float | None = None
     demoted: bool = False
-    # The job's tier's own order within its principal ("fifo", "sjf") and aging period (0: no
-    # aging); None: the scheduler's `within_principal` / `aging_seconds`.
-    within_principal: str | None = None
-    aging_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

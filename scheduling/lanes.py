@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scheduling.jobs import Job, Principal
+from scheduling.jobs import Job, Principal, WithinPrincipal
 
 
 class EntryState(enum.StrEnum):
@@ -155,17 +155,17 @@ class ShortestFirstQueue:
         return sum(1 for k, s, e in self._heap if e.where is self and (k, s) < mine)
 
 
-POLICIES: dict[str, type[FifoQueue] | type[ShortestFirstQueue]] = {
-    "fifo": FifoQueue,
-    "sjf": ShortestFirstQueue,
+POLICIES: dict[WithinPrincipal, type[FifoQueue] | type[ShortestFirstQueue]] = {
+    WithinPrincipal.FIFO: FifoQueue,
+    WithinPrincipal.SJF: ShortestFirstQueue,
 }
 
 
-def create_principal_queue(policy: str) -> PrincipalQueue:
-    """Build the queue for a `within_principal` policy name."""
+def create_principal_queue(policy: WithinPrincipal | str) -> PrincipalQueue:
+    """Build the queue for a `within_principal` policy (or its name, checked)."""
     try:
-        return POLICIES[policy]()
-    except KeyError:
+        return POLICIES[WithinPrincipal(policy)]()
+    except ValueError:
         raise ValueError(f"unknown within_principal policy {policy!r}") from None
 
 
@@ -189,7 +189,7 @@ class Lane:
     running: float = 0.0
     dispatches: int = 0
     token: int | None = None
-    policy: str | None = None  # its first job's `within_principal`; None: the scheduler's
+    policy: WithinPrincipal | None = None  # its first job's; None: the scheduler's
 
 
 @dataclass(slots=True, eq=False)

@@ -44,14 +44,16 @@ def queue_position(scheduler: Scheduler, job_id: str) -> QueuePosition | None:
     if entry.state != QUEUED:
         return QueuePosition(RUNNING_STATE, lane.model, lane.band, 0, running)
     own = lane.queue.ahead(entry)
-    mine = _turn(lane.service, own, _charge(entry.job.estimated_cost, entry.job.weight), lane)
+    mine = _turn(
+        lane.service, own, _charge(entry.job.estimated_cost, entry.job.policy.weight), lane
+    )
     others = 0
     heap = scheduler._heaps.get((lane.model, lane.band))  # read only, never changed here
     for other in heap.lanes() if heap is not None else ():
         if other is lane:
             continue
         head = other.queue.peek()  # drops only entries already gone (lazy deletion)
-        charge = _charge(head.job.estimated_cost, head.job.weight) if head else 1.0
+        charge = _charge(head.job.estimated_cost, head.job.policy.weight) if head else 1.0
         for j in range(other.live):
             if _turn(other.service, j, charge, other) >= mine:
                 break

@@ -130,7 +130,7 @@ def waiting_reason(scheduler: Scheduler, lane: Lane, now: float) -> str:
         return ""
     reasons: list[str] = []
     principal = scheduler.principals.get(lane.principal)
-    cap = head.job.max_concurrent
+    cap = head.job.policy.max_concurrent
     if principal is not None and principal.in_flight >= cap:
         reasons.append(f"per-user concurrency cap ({principal.in_flight} of {cap} in flight)")
     config = scheduler.config

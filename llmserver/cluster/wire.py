@@ -8,10 +8,10 @@ on its own clock. Every message carries the sender's fencing token (`e`, the lea
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from scheduling import Job, Principal
+from scheduling import Job, Principal, TierPolicy, WithinPrincipal
 
 # relay -> leader
 SUBMIT = "submit"
@@ -41,18 +41,12 @@ def encode_job(job: Job, now: float) -> dict[str, Any]:
         "user": job.principal.user,
         "model": job.model,
         "band": job.band,
-        "weight": job.weight,
+        "policy": asdict(job.policy),
         "cost": job.estimated_cost,
         "out": job.estimated_output_tokens,
         "prefix": list(job.prefix_blocks),
         "left": None if job.deadline is None else job.deadline - now,
-        "max_queued": job.max_queued,
-        "max_concurrent": job.max_concurrent,
-        "preemptible": job.preemptible,
-        "preempt_after": job.preempt_after,
         "demoted": job.demoted,
-        "within_principal": job.within_principal,
-        "aging_seconds": job.aging_seconds,
     }
 
 
@@ -63,19 +57,19 @@ def decode_job(data: dict[str, Any], now: float) -> Job:
         principal=Principal(data["tenant"], data["user"]),
         model=data["model"],
         band=int(data["band"]),
-        weight=float(data["weight"]),
+        policy=decode_policy(data["policy"]),
         estimated_cost=float(data["cost"]),
         estimated_output_tokens=int(data["out"]),
         prefix_blocks=tuple(int(b) for b in data["prefix"]),
         deadline=None if left is None else now + float(left),
-        max_queued=int(data["max_queued"]),
-        max_concurrent=int(data["max_concurrent"]),
-        preemptible=bool(data["preemptible"]),
-        preempt_after=data["preempt_after"],
-        demoted=bool(data.get("demoted", False)),
-        within_principal=data.get("within_principal"),
-        aging_seconds=data.get("aging_seconds"),
+        demoted=bool(data["demoted"]),
     )
+
+
+def decode_policy(data: dict[str, Any]) -> TierPolicy:
+    """The tier's policy as `asdict` wrote it: only its enum needs its type back."""
+    within = data.get("within_principal")
+    return TierPolicy(**{**data, "within_principal": within and WithinPrincipal(within)})
 
 
 @dataclass(frozen=True, slots=True)

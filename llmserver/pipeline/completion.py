@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 
 from django.utils import timezone
 
@@ -164,12 +165,14 @@ class Completion:
     def _job(self, band: int) -> Job:
         key, req = self.key, self.req
         principal = Principal(key.tenant_slug, key.user)
+        single = req.body.get("n") in (None, 1)
         return Job(
             id=self.request_id,
             principal=principal,
             model=req.model,
             band=band,
-            weight=key.weight,
+            # A stream of several choices cannot be continued as one: it is never paused.
+            policy=replace(key.policy, preemptible=key.policy.preemptible and single),
             estimated_cost=charge(
                 self.gw.cost_policy(),
                 self.gw.prices(self.key.tenant_id),
@@ -182,13 +185,7 @@ class Completion:
             ),
             prefix_blocks=req.prefix_blocks,
             deadline=self.gw.clock() + key.queue_timeout,
-            max_queued=key.max_queued,
-            max_concurrent=key.max_concurrent,
-            preemptible=key.preemptible and req.body.get("n") in (None, 1),
-            preempt_after=key.preempt_after,
             demoted=band > key.band,
-            within_principal=key.within_principal,
-            aging_seconds=key.aging_seconds,
         )
 
     def _cost_so_far(self) -> float:
@@ -235,7 +232,9 @@ class Completion:
             self.gw.metrics.tenant_queue_wait.labels(self.key.tenant_slug).observe(waited)
             await self._stop_reporting()
         client = self.gw.clients[backend]
-        evict = self.ticket if self.ticket is not None and self.ticket.job.preemptible else None
+        evict = (
+            self.ticket if self.ticket is not None and self.ticket.job.policy.preemptible else None
+        )
         try:
             await self.relay.forward(
                 client, upstream_model, priority, evict, client.profile.resumable

@@ -23,7 +23,7 @@ from llmserver.backends.llamacpp import read_capacity
 from llmserver.backends.metrics import MetricsPoller
 from llmserver.backends.upstream import BackendError, UpstreamClient
 from llmserver.cluster.transport import SchedulerTransport
-from llmserver.conf import GatewaySettings, gateway_settings
+from llmserver.conf import GatewaySettings, SchedulerTransportKind, gateway_settings
 from llmserver.runtime import notices
 from llmserver.runtime.config import GatewayConfig, load_gateway_config
 from llmserver.runtime.db import run_db
@@ -86,7 +86,7 @@ class Gateway:
         # shared through Redis by every process of a cluster (`self.cluster`).
         self.cluster: ClusterScheduler | None = None
         self.scheduler: SchedulerTransport
-        if conf.scheduler_transport == "redis":
+        if conf.scheduler_transport == SchedulerTransportKind.REDIS:
             from llmserver.cluster.metrics import ClusterCollector
             from llmserver.cluster.node import ClusterScheduler
 

@@ -22,6 +22,7 @@ from decimal import Decimal
 from django.utils import timezone
 
 from llmserver.runtime.db import run_db
+from scheduling import TierPolicy
 from tenants.models import ApiKey, QuotaRule
 from tenants.models.keys import patterns_allow
 
@@ -40,23 +41,17 @@ class KeyInfo:
     tier_id: int
     tier_name: str
     band: int
-    weight: float
-    max_concurrent: int
-    max_queued: int
+    policy: TierPolicy
     queue_timeout: float
     model_patterns: tuple[str, ...]
     has_quota_rules: bool
     monthly_budget: Decimal | None
     over_budget: str
-    preemptible: bool = True
-    preempt_after: float | None = None
     rpm_per_key: int | None = None
     tpm_per_key: int | None = None
     tenant_rpm: int | None = None
     tenant_tpm: int | None = None
     key_budget: Decimal | None = None
-    within_principal: str | None = None
-    aging_seconds: float | None = None
     expires_at: datetime | None = None
 
     def allows_model(self, model: str) -> bool:
@@ -79,23 +74,17 @@ def load_key(secret: str) -> KeyInfo | None:
         tier_id=tier.pk,
         tier_name=tier.name,
         band=key.band,
-        weight=tier.weight,
-        max_concurrent=tier.max_concurrent_per_user,
-        max_queued=tier.max_queued_per_user,
+        policy=tier.scheduling_policy(),
         queue_timeout=tier.queue_timeout_seconds,
         model_patterns=tuple(key.model_patterns()),
         has_quota_rules=has_rules,
         monthly_budget=key.tenant.monthly_budget,
         over_budget=str(tier.over_budget),
-        preemptible=tier.preemptible,
-        preempt_after=None if tier.preempt_after_ms is None else tier.preempt_after_ms / 1000.0,
         rpm_per_key=tier.rpm_per_key,
         tpm_per_key=tier.tpm_per_key,
         tenant_rpm=key.tenant.rpm_limit,
         tenant_tpm=key.tenant.tpm_limit,
         key_budget=key.monthly_budget,
-        within_principal=tier.within_principal or None,
-        aging_seconds=tier.aging_seconds,
         expires_at=key.expires_at,
     )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from scheduling import GateThresholds, jobs
+from scheduling import GateThresholds, TierPolicy, WithinPrincipal, jobs
 
 
 class Band(models.IntegerChoices):
@@ -78,7 +78,10 @@ class Tier(models.Model):
     within_principal = models.CharField(
         max_length=4,
         blank=True,
-        choices=[("fifo", "first come, first served"), ("sjf", "shortest estimated first")],
+        choices=[
+            (WithinPrincipal.FIFO.value, "first come, first served"),
+            (WithinPrincipal.SJF.value, "shortest estimated first"),
+        ],
         help_text="The order of one user's own waiting requests: shortest first (the smaller of "
         "max_tokens and the user's recent mean answer on the model) cuts their total wait. Blank: the gateway's SCHEDULER_WITHIN_PRINCIPAL.",
     )
@@ -108,6 +111,20 @@ class Tier(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_band_display()})"
+
+    def scheduling_policy(self) -> TierPolicy:
+        """What the scheduler needs of this tier, as the one value every job of it carries."""
+        return TierPolicy(
+            weight=self.weight,
+            max_queued=self.max_queued_per_user,
+            max_concurrent=self.max_concurrent_per_user,
+            preemptible=self.preemptible,
+            preempt_after=None if self.preempt_after_ms is None else self.preempt_after_ms / 1000,
+            within_principal=WithinPrincipal(self.within_principal)
+            if self.within_principal
+            else None,
+            aging_seconds=self.aging_seconds,
+        )
 
 
 def _strictest(values: list[float | int | None]) -> float | int | None:

@@ -16,6 +16,7 @@ import pytest
 
 from llmserver.cluster.node import ClusterScheduler
 from scheduling import BackendConfig, Job, Principal, SchedulerConfig
+from tests.scheduling.sched_helpers import take_policy
 
 MODEL = "m"
 REDIS_URL = os.environ.get("CLUSTER_TEST_REDIS_URL", "redis://127.0.0.1:6379/4")
@@ -67,6 +68,7 @@ def job(user: str = "alice", band: int = 1, **kw: Any) -> Job:
         model=MODEL,
         band=band,
         deadline=time.monotonic() + 20.0,
+        policy=take_policy(kw),
         **kw,
     )
 

@@ -54,10 +54,8 @@ async def test_a_leaders_refusal_reaches_the_waiting_request(prefix: str, reason
     await member.start()
     try:
         await until(lambda: member.leading and member.relay.epoch == member.lease.epoch)
-        refused = job()
-        if reason == "queue_full":
-            refused.max_queued = 0
-        else:
+        refused = job(max_queued=0) if reason == "queue_full" else job()
+        if reason == "no_backend":
             refused.model = "unknown"
         ticket = member.submit(refused)
         with pytest.raises(QueueFull if reason == "queue_full" else NoBackend):

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from dataclasses import fields
 from typing import Any
 
-from scheduling import BackendConfig, BackendMetrics, Job, Principal, Scheduler, SchedulerConfig
+from scheduling import (
+    BackendConfig,
+    BackendMetrics,
+    Job,
+    Principal,
+    Scheduler,
+    SchedulerConfig,
+    TierPolicy,
+)
 
 ALICE = Principal("acme", "alice")
 BOB = Principal("acme", "bob")
@@ -15,8 +24,19 @@ CHARLIE = Principal("globex", "charlie")
 _ids = itertools.count()
 
 
+POLICY_FIELDS = {f.name for f in fields(TierPolicy)}
+
+
+def take_policy(kw: dict[str, Any]) -> TierPolicy:
+    """The tier policy given field by field among a job's keywords (`weight=2.0`), taken out."""
+    return TierPolicy(**{k: kw.pop(k) for k in POLICY_FIELDS & kw.keys()})
+
+
 def job(principal: Principal = ALICE, band: int = 1, model: str = "m", **kw: Any) -> Job:
-    return Job(id=f"j{next(_ids)}", principal=principal, model=model, band=band, **kw)
+    policy = take_policy(kw)
+    return Job(
+        id=f"j{next(_ids)}", principal=principal, model=model, band=band, policy=policy, **kw
+    )
 
 
 def plain(

@@ -20,6 +20,7 @@ from scheduling import (
     QueueFull,
     Scheduler,
     SchedulerConfig,
+    TierPolicy,
     gate_open,
 )
 from scheduling.config import article_gates
@@ -98,8 +99,9 @@ class Run:
             _, p, model, band, cost, ttl = o
             self.n += 1
             job = Job(
-                f"j{self.n}", PRINCIPALS[p], model, band, estimated_cost=cost, max_queued=6,
-                max_concurrent=self.max_concurrent, deadline=None if ttl is None else self.now + ttl,
+                f"j{self.n}", PRINCIPALS[p], model, band, estimated_cost=cost,
+                policy=TierPolicy(max_queued=6, max_concurrent=self.max_concurrent),
+                deadline=None if ttl is None else self.now + ttl,
             )  # fmt: skip
             self.submitted.add(job.id)
             try:
@@ -214,8 +216,8 @@ def backlogged(weights: tuple[float, float], costs: list[float], slots: int) -> 
     s = Scheduler(SchedulerConfig(), [plain("b", slots)])
     for i, c in enumerate(costs):
         for p, w in zip(PRINCIPALS[:2], weights, strict=True):
-            s.submit(Job(f"{p.user}-{i}", p, "m", 1, weight=w, estimated_cost=c,
-                         max_queued=10_000, max_concurrent=slots), 0.0)  # fmt: skip
+            s.submit(Job(f"{p.user}-{i}", p, "m", 1, estimated_cost=c,
+                         policy=TierPolicy(w, max_queued=10_000, max_concurrent=slots)), 0.0)  # fmt: skip
     return s
 
 

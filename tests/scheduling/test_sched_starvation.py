@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduling import BackendConfig, BackendMetrics, Job, Principal, Scheduler, SchedulerConfig
+from scheduling import (
+    BackendConfig,
+    BackendMetrics,
+    Job,
+    Principal,
+    Scheduler,
+    SchedulerConfig,
+    TierPolicy,
+)
 from scheduling.lanes import EntryState
 
 TICK = 0.05  # the engine's step, and how often the relays report
@@ -88,12 +96,14 @@ class Engine:
             Principal("t", f"u{p}"),
             "m",
             shape.band,
-            weight=shape.weight,
+            TierPolicy(
+                weight=shape.weight,
+                max_queued=10_000,
+                max_concurrent=10_000,
+                preemptible=True,
+                preempt_after=PREEMPT_AFTER,
+            ),
             estimated_cost=cost(shape),
-            max_queued=10_000,
-            max_concurrent=10_000,
-            preemptible=True,
-            preempt_after=PREEMPT_AFTER,
         )
         self.s.submit(job, self.now)
         self.left[job.id] = duration(shape)
