@@ -1,7 +1,7 @@
 """The live queue dashboard: its page and its WebSocket, staff only, fed by scheduler snapshots.
 
-The gateway runtime calls `publish_snapshot` every half second or so while the scheduler changes;
-every connected dashboard in the channel-layer group "dashboard" receives it. A new connection
+The gateway's publisher (`llmserver.runtime.snapshots`) sends a snapshot every half second or so
+while the scheduler changes; every connected dashboard in the channel-layer group receives it. A new connection
 gets the latest snapshot this process has seen at once, so the page never starts blank.
 """
 
@@ -11,18 +11,15 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from channels.layers import get_channel_layer
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from llmserver.runtime.snapshots import GROUP, latest_snapshot
 from tenants.models import Band
 
-GROUP = "dashboard"
 WS_PATH = "ws/admin/dashboard/"
 FORBIDDEN = 4403
-
-_latest: dict[str, Any] | None = None
 
 
 def dashboard_view(request: HttpRequest) -> HttpResponse:
@@ -33,15 +30,6 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         "band_names": {int(value): str(label) for value, label in Band.choices},
     }
     return TemplateResponse(request, "admin/reports/dashboard.html", context)
-
-
-async def publish_snapshot(snapshot: dict[str, Any]) -> None:
-    """Send one scheduler snapshot to every open dashboard."""
-    global _latest
-    _latest = snapshot
-    layer = get_channel_layer()
-    if layer is not None:
-        await layer.group_send(GROUP, {"type": "dashboard.snapshot", "snapshot": snapshot})
 
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):
@@ -61,8 +49,9 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.channel_layer.group_add(GROUP, self.channel_name)
         await self.accept()
-        if _latest is not None:
-            await self.send_json({"type": "snapshot", "snapshot": _latest})
+        latest = latest_snapshot()
+        if latest is not None:
+            await self.send_json({"type": "snapshot", "snapshot": latest})
 
     async def disconnect(self, code: int) -> None:
         await self.channel_layer.group_discard(GROUP, self.channel_name)

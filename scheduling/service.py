@@ -113,6 +113,15 @@ class SchedulerService:
 
     # lifecycle ------------------------------------------------------------------------------
 
+    @property
+    def leading(self) -> bool:
+        """In process, the one scheduler holds every queue (a cluster's leader is one of many)."""
+        return True
+
+    @property
+    def state(self) -> str:
+        return "local"
+
     async def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self.run())

@@ -295,7 +295,7 @@ class HealthConsumer(JsonHttpConsumer):
                 503, {"status": "unavailable", "reason": f"start-up failed: {exc}"}
             )
             return
-        if gw.draining:
+        if gw.inflight.draining:
             await self.send_json(503, {"status": "draining", "backends": []})
             return
         usable = [b.name for b in gw.snapshot().backends if b.usable]

@@ -16,7 +16,7 @@ class RequestStatusConsumer(JsonHttpConsumer):
         try:
             gw, key = await self.authorized()
             where = gw.scheduler.position(request_id)
-            if gw.owners.get(request_id) != key.key_id or where is None:
+            if gw.inflight.owners.get(request_id) != key.key_id or where is None:
                 raise request_not_found(request_id)
         except ApiError as exc:
             await self.send_error(exc)
@@ -30,6 +30,6 @@ class RequestStatusConsumer(JsonHttpConsumer):
         }
         if where.state == "queued":
             data["position"] = where.position
-            eta = gw.service_times.estimate(where.model, where.position, where.running)
+            eta = gw.estimates.service_times.estimate(where.model, where.position, where.running)
             data["eta_s"] = round(eta, 1)
         await self.send_json(200, data)

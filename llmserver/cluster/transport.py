@@ -31,6 +31,16 @@ class SchedulerTransport(Protocol):
     `submit` may raise QueueFull or NoBackend at once (in process) or later, from the ticket's
     `dispatched()` (remote); callers handle both places alike."""
 
+    @property
+    def leading(self) -> bool:
+        """Whether this process holds the queues (always, in process; the leader, in a cluster)."""
+        ...
+
+    @property
+    def state(self) -> str:
+        """For /readyz: "local", or in a cluster "leader", "follower" or "redis_unavailable"."""
+        ...
+
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...

@@ -3,62 +3,40 @@ real cost, the gateway's metrics and exactly one usage draft."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from django.utils import timezone
 
 from llmserver.cluster.transport import SchedulerTransport
 from llmserver.runtime.observability import GatewayMetrics
+from llmserver.runtime.pricing import Pricing
 from llmserver.runtime.usage import UsageDraft, UsageWriter
-from scheduling import CostPolicy, Ticket, job_cost
+from scheduling import Ticket
 from tenants.models import UsageStatus
 
 
-def charge(
-    policy: CostPolicy,
-    prices: Mapping[str, tuple[float, float]],
-    model: str,
-    prompt_tokens: int,
-    completion_tokens: int,
-) -> float:
-    """A job's charge on its principal's account, in the policy's unit: the estimate at
-    dispatch and the real figure at the end use this one rule. In `tokens`, the model's own
-    weights where it has them; in `money`, the model's price in force (a model without a price
-    costs nothing, as in the usage rows)."""
-    price_in, price_out = prices.get(model, (0.0, 0.0))
-    weights = policy.weights(model)
-    return job_cost(
-        policy.unit,
-        prompt_tokens,
-        completion_tokens,
-        weights.output,
-        price_in,
-        price_out,
-        weights.input,
-    )
+class Ledger:
+    """Where a request's ending is recorded: the scheduler's slot and account, the gateway's
+    metrics, the usage rows."""
 
+    def __init__(
+        self, scheduler: SchedulerTransport, metrics: GatewayMetrics, usage: UsageWriter
+    ) -> None:
+        self.scheduler, self.metrics, self.usage = scheduler, metrics, usage
 
-def settle(
-    draft: UsageDraft,
-    ticket: Ticket | None,
-    scheduler: SchedulerTransport,
-    policy: CostPolicy,
-    metrics: GatewayMetrics,
-    usage: UsageWriter,
-    model_label: str,
-    prices: Mapping[str, tuple[float, float]],
-) -> None:
-    """`draft` holds the request's final status and tokens; `model_label` is the public model
-    name if it is configured, else "unknown" (labels must not grow with what clients send)."""
-    if ticket is not None:
-        cost = charge(policy, prices, draft.model, draft.prompt_tokens, draft.completion_tokens)
-        if draft.status == UsageStatus.OK:
-            scheduler.complete(ticket, cost)
-        else:
-            scheduler.cancel(ticket, cost)
-    draft.finished_at = timezone.now()
-    metrics.requests.labels(model_label, str(draft.band), draft.status).inc()
-    if draft.status != UsageStatus.REJECTED or draft.error_type:
-        metrics.tokens.labels(draft.tenant_slug, "prompt").inc(draft.prompt_tokens)
-        metrics.tokens.labels(draft.tenant_slug, "completion").inc(draft.completion_tokens)
-    usage.add(draft)
+    def settle(
+        self, draft: UsageDraft, ticket: Ticket | None, pricing: Pricing, model_label: str
+    ) -> None:
+        """`draft` holds the request's final status and tokens; `model_label` is the public
+        model name if it is configured, else "unknown" (labels must not grow with what clients
+        send)."""
+        if ticket is not None:
+            cost = pricing.charge(draft.model, draft.prompt_tokens, draft.completion_tokens)
+            if draft.status == UsageStatus.OK:
+                self.scheduler.complete(ticket, cost)
+            else:
+                self.scheduler.cancel(ticket, cost)
+        draft.finished_at = timezone.now()
+        self.metrics.requests.labels(model_label, str(draft.band), draft.status).inc()
+        if draft.status != UsageStatus.REJECTED or draft.error_type:
+            self.metrics.tokens.labels(draft.tenant_slug, "prompt").inc(draft.prompt_tokens)
+            self.metrics.tokens.labels(draft.tenant_slug, "completion").inc(draft.completion_tokens)
+        self.usage.add(draft)

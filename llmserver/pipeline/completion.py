@@ -14,7 +14,7 @@ from django.utils import timezone
 from llmserver.api.errors import ApiError, shutting_down
 from llmserver.api.validation import CompletionRequest
 from llmserver.backends.upstream import BackendError
-from llmserver.pipeline.accounting import charge, settle
+from llmserver.pipeline.accounting import Ledger
 from llmserver.pipeline.admission import admit, check_rates
 from llmserver.pipeline.dispatch import run_on_pool, submit
 from llmserver.pipeline.relay import Relay, Sink
@@ -41,6 +41,7 @@ class Completion:
         self, gw: Gateway, key: KeyInfo, req: CompletionRequest, sink: Sink, request_id: str
     ) -> None:
         self.gw, self.key, self.req, self.request_id = gw, key, req, request_id
+        self.pricing = gw.pricing(key.tenant_id)  # the prices in force when it arrived
         self.relay = Relay(sink, req, self._headers, request_id)
         self.arrived = time.monotonic()
         self.dispatched_at: float | None = None
@@ -71,10 +72,9 @@ class Completion:
         gw, ticket = self.gw, None
         task = asyncio.current_task()
         assert task is not None
-        gw.running.add(task)
-        gw.owners[self.request_id] = self.key.key_id
+        gw.inflight.enter(task, self.request_id, self.key.key_id)
         try:
-            if gw.draining:
+            if gw.inflight.draining:
                 raise shutting_down()
             tokens = self.req.estimated_prompt_tokens + self.req.max_tokens
             self.rate_headers = await check_rates(gw.rate_window, self.key, tokens)
@@ -84,23 +84,17 @@ class Completion:
                 gw.routes(),
                 gw.reservations,
                 self.request_id,
-                gw.prices(self.key.tenant_id),
+                self.pricing.prices,
             )
             self.draft.band = admission.band
-            blocks = await gw.token_blocks(self.req, self.request_id)
+            req = self.req
+            blocks = await gw.prompts.token_blocks(req.model, req.kind, req.body, self.request_id)
             if blocks is not None:
                 self.req.prefix_blocks = blocks
             ticket = self.ticket = submit(gw.scheduler, self._job(admission.band))
             if self.req.stream or not self.relay.sink.needs_start:
                 self.reporter = asyncio.ensure_future(self._report_while_queued())
-            await run_on_pool(
-                gw.scheduler,
-                ticket,
-                admission.pool,
-                self._forward,
-                lambda: self.relay.started,
-                self._cost_so_far,
-            )
+            await run_on_pool(gw.scheduler, ticket, admission.pool, self)
             self.draft.status = UsageStatus.OK
         except ApiError as exc:
             dispatched = ticket is not None and ticket.backend is not None
@@ -112,7 +106,7 @@ class Completion:
                 raise
             await self.relay.fail(exc)
         except asyncio.CancelledError:
-            if not gw.stopping:
+            if not gw.inflight.stopping:
                 self.draft.status = UsageStatus.CANCELLED
                 raise
             # The drain ran out of time: end this request cleanly instead of cutting it.
@@ -127,8 +121,7 @@ class Completion:
             self.draft.error_type = "internal_error"
             raise
         finally:
-            gw.running.discard(task)
-            gw.owners.pop(self.request_id, None)
+            gw.inflight.leave(task, self.request_id)
             self._account(ticket)
 
     def _account(self, ticket: Ticket | None) -> None:
@@ -151,15 +144,8 @@ class Completion:
         elapsed = time.monotonic() - self.arrived
         gw.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
         access_log(self.draft, model_label, elapsed, gw.settings.access_log)
-        settle(
-            self.draft,
-            ticket,
-            gw.scheduler,
-            gw.cost_policy(),
-            gw.metrics,
-            gw.usage,
-            model_label,
-            gw.prices(self.key.tenant_id),
+        Ledger(gw.scheduler, gw.metrics, gw.usage).settle(
+            self.draft, ticket, self.pricing, model_label
         )
 
     def _job(self, band: int) -> Job:
@@ -173,14 +159,10 @@ class Completion:
             band=band,
             # A stream of several choices cannot be continued as one: it is never paused.
             policy=replace(key.policy, preemptible=key.policy.preemptible and single),
-            estimated_cost=charge(
-                self.gw.cost_policy(),
-                self.gw.prices(self.key.tenant_id),
-                req.model,
-                req.estimated_prompt_tokens,
-                req.max_tokens,
+            estimated_cost=self.pricing.charge(
+                req.model, req.estimated_prompt_tokens, req.max_tokens
             ),
-            estimated_output_tokens=self.gw.output_lengths.estimate(
+            estimated_output_tokens=self.gw.estimates.output_lengths.estimate(
                 principal, req.model, req.max_tokens
             ),
             prefix_blocks=req.prefix_blocks,
@@ -188,12 +170,14 @@ class Completion:
             demoted=band > key.band,
         )
 
-    def _cost_so_far(self) -> float:
+    def cost_so_far(self) -> float:
         """What a preempted run generated, in the scheduler's unit: its prompt and the tokens
         delivered (a resumed run's re-prefill is the gateway's doing, not charged)."""
         prompt = self.relay.reported_prompt or self.req.estimated_prompt_tokens
-        policy, prices = self.gw.cost_policy(), self.gw.prices(self.key.tenant_id)
-        return charge(policy, prices, self.req.model, prompt, self.relay.completion_tokens)
+        return self.pricing.charge(self.req.model, prompt, self.relay.completion_tokens)
+
+    def has_output(self) -> bool:
+        return self.relay.started
 
     async def _report_while_queued(self) -> None:
         """Every QUEUE_REPORT_SECONDS while the job waits: its position and a wait estimate."""
@@ -203,7 +187,7 @@ class Completion:
             where = gw.scheduler.position(self.request_id)
             if where is None or where.state != "queued":
                 return
-            eta = gw.service_times.estimate(self.req.model, where.position, where.running)
+            eta = gw.estimates.service_times.estimate(self.req.model, where.position, where.running)
             async with self._reporting:
                 await self.relay.report_queued(where.position, eta)
 
@@ -218,11 +202,13 @@ class Completion:
         """A request that ended well teaches the wait estimate and the answer-length estimate."""
         if self.dispatched_at is not None and self.draft.status == UsageStatus.OK:
             elapsed = time.monotonic() - self.dispatched_at
-            self.gw.service_times.observe(self.req.model, elapsed)
+            self.gw.estimates.service_times.observe(self.req.model, elapsed)
             principal = Principal(self.key.tenant_slug, self.key.user)
-            self.gw.output_lengths.observe(principal, self.req.model, self.relay.completion_tokens)
+            self.gw.estimates.output_lengths.observe(
+                principal, self.req.model, self.relay.completion_tokens
+            )
 
-    async def _forward(self, backend: str, upstream_model: str, priority: int) -> None:
+    async def forward(self, backend: str, upstream_model: str, priority: int) -> None:
         self.draft.backend = backend
         if self.dispatched_at is None:  # the first dispatch; a resumed run is not queue time
             self.dispatched_at = time.monotonic()
@@ -231,7 +217,7 @@ class Completion:
             self.gw.metrics.queue_wait.labels(str(self.draft.band)).observe(waited)
             self.gw.metrics.tenant_queue_wait.labels(self.key.tenant_slug).observe(waited)
             await self._stop_reporting()
-        client = self.gw.clients[backend]
+        client = self.gw.backends.client(backend)
         evict = (
             self.ticket if self.ticket is not None and self.ticket.job.policy.preemptible else None
         )
@@ -261,7 +247,7 @@ class Completion:
         self.draft.first_token_at = timezone.now()
         now = time.monotonic()
         self.gw.metrics.ttft.labels(str(self.draft.band)).observe(now - self.arrived)
-        self.gw.recent_ttft.append((self.draft.band, now - self.arrived))
+        self.gw.publisher.first_token(self.draft.band, now - self.arrived)
         queued = (self.dispatched_at or now) - self.arrived
         return {
             "x-request-id": self.request_id,

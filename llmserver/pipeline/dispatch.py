@@ -3,7 +3,8 @@ the pool while nothing has reached the client yet, and resume a job the schedule
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
+from typing import Protocol
 
 from llmserver.api.errors import (
     ApiError,
@@ -19,8 +20,22 @@ from llmserver.cluster.transport import ClusterUnavailable, SchedulerTransport
 from llmserver.pipeline.resume import Preempted
 from scheduling import Job, NoBackend, QueueFull, QueueTimeout, Ticket
 
-# (backend, its model name, the priority to tell it if it schedules by priority)
-Forward = Callable[[str, str, int], Awaitable[None]]
+
+class Attempt(Protocol):
+    """One request as dispatch drives it over the backends it is granted."""
+
+    async def forward(self, backend: str, upstream_model: str, priority: int) -> None:
+        """Serve the request on `backend` (its own name for the model; the priority to tell a
+        backend that schedules by priority). Raises BackendError or Preempted."""
+        ...
+
+    def has_output(self) -> bool:
+        """Whether anything of the answer has been relayed (no other backend may start it)."""
+        ...
+
+    def cost_so_far(self) -> float:
+        """What a preempted run generated, in the scheduler's unit."""
+        ...
 
 
 def submit(scheduler: SchedulerTransport, job: Job) -> Ticket:
@@ -45,14 +60,12 @@ async def run_on_pool(
     scheduler: SchedulerTransport,
     ticket: Ticket,
     pool: Mapping[str, str],
-    forward: Forward,
-    started: Callable[[], bool],
-    cost_so_far: Callable[[], float],
+    attempt: Attempt,
 ) -> None:
-    """`forward(backend, upstream_model, priority)` on each backend the scheduler grants, until one
-    succeeds; a retryable failure before anything was sent goes back to the head of the queue,
-    excluding the backends that failed; a preempted job goes back to the head of its queue,
-    charged `cost_so_far()`, and continues when granted again."""
+    """`attempt.forward` on each backend the scheduler grants, until one succeeds; a retryable
+    failure before anything was sent goes back to the head of the queue, excluding the backends
+    that failed; a preempted job goes back to the head of its queue, charged its cost so far,
+    and continues when granted again."""
     failed: set[str] = set()
     while True:
         try:
@@ -62,10 +75,10 @@ async def run_on_pool(
         except (QueueFull, NoBackend) as exc:
             raise refusal(exc, ticket.job.model) from None
         try:
-            await forward(backend, pool[backend], ticket.priority)
+            await attempt.forward(backend, pool[backend], ticket.priority)
             return
         except Preempted:
-            scheduler.preempted(ticket, cost_so_far())
+            scheduler.preempted(ticket, attempt.cost_so_far())
         except BackendError as exc:
             # Unreachable is down, not busy: closed to every queued job at once, and this one
             # waits (within its deadline) for it to come back or goes to another of the pool.
@@ -73,7 +86,7 @@ async def run_on_pool(
             down = exc.unreachable
             if not down:
                 failed.add(backend)
-            if exc.retryable and not started() and (down or set(pool) - failed):
+            if exc.retryable and not attempt.has_output() and (down or set(pool) - failed):
                 try:
                     scheduler.requeue(ticket, backend, unreachable=down)
                     continue

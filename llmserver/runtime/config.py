@@ -12,27 +12,13 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
+from llmserver.backends.spec import BackendSpec
 from llmserver.conf import GatewaySettings
+from llmserver.runtime.pricing import Pricing
 from scheduling import BackendConfig, CostPolicy, SchedulerConfig, TokenWeights
 from tenants.models import Backend, CostRule, FairSharePolicy, ModelRoute
 from tenants.models.rules import rule_in_force
 from tenants.models.tiers import band_gates
-
-
-@dataclass(frozen=True, slots=True)
-class BackendSpec:
-    name: str
-    kind: str
-    base_url: str
-    metrics_url: str
-    api_key: str
-    max_in_flight: int
-    capacity: int | None
-    priority_scheduling: bool
-    preemption: bool = False
-    kv_events_endpoint: str = ""
-    kv_events_bind: bool = False
-    first_byte_timeout: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +38,12 @@ class GatewayConfig:
     # public model name -> the backends (with their model name) whose /tokenize can key the
     # model's prompts, in order: those of its pool publishing KV cache events (blocks in tokens)
     tokenize_via: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+
+    def pricing(self, tenant_id: int | None = None) -> Pricing:
+        """The cost policy and prices in force for `tenant_id` (its own prices where it has
+        them, else the list prices)."""
+        own = self.tenant_prices.get(tenant_id) if tenant_id is not None else None
+        return Pricing(self.cost, own or self.prices)
 
 
 def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:

@@ -8,6 +8,10 @@ about (position + 1) / running of those durations: that many slots have to come 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from scheduling import OutputLengths
+
 DEFAULT_SECONDS = 1.0  # before anything was observed
 ALPHA = 0.2
 
@@ -23,3 +27,12 @@ class ServiceTimes:
     def estimate(self, model: str, position: int, running: int) -> float:
         mean = self._mean.get(model, DEFAULT_SECONDS)
         return (position + 1) * mean / max(running, 1)
+
+
+@dataclass(slots=True)
+class Estimates:
+    """What was learned from requests that ended well: how long one holds its slot (for wait
+    estimates) and how long each principal's answers run (for shortest-first and preemption)."""
+
+    service_times: ServiceTimes = field(default_factory=ServiceTimes)
+    output_lengths: OutputLengths = field(default_factory=OutputLengths)

@@ -16,13 +16,22 @@ routed by load as if nothing were cached.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from llmserver.backends.upstream import BackendError, UpstreamClient
 from scheduling import token_block_hashes
+
+# How long admission waits for a backend's /tokenize before it keys the prompt by characters,
+# and how long a backend whose /tokenize failed is not asked again.
+TOKENIZE_TIMEOUT = 2.0
+TOKENIZE_REST = 10.0
+# Answers that say the backend has no /tokenize at all (not the prompt's fault): it rests too.
+NO_TOKENIZE = (404, 405, 501)
 
 
 def _weight(blocks: tuple[int, ...]) -> int:
@@ -96,3 +105,52 @@ def tokenize_request(kind: str, model: str, body: dict[str, Any], shared: bool) 
             "add_generation_prompt": False,
         }
     return out | {"model": model, "messages": body.get("messages"), "add_generation_prompt": True}
+
+
+class PromptKeyer:
+    """The prompt's leading token blocks, for a model whose pool has backends publishing their
+    KV cache events (their blocks are tokens): a chat's shared start from memory when it was
+    tokenized before. None elsewhere, or when /tokenize fails (the prompt keeps its character
+    blocks: it is still routed, by the routing history). A backend whose /tokenize failed (not
+    a 4xx: the prompt's own fault) rests for TOKENIZE_REST seconds, and the next of the pool's
+    is asked meanwhile. A prompt too short to fill a block keeps its character blocks."""
+
+    def __init__(
+        self, client: Callable[[str], UpstreamClient | None], clock: Callable[[], float]
+    ) -> None:
+        self._client = client
+        self._clock = clock
+        self.shared_starts = SharedStarts()
+        # public model -> the backends (and their model name) whose /tokenize can key it
+        self.via: Mapping[str, tuple[tuple[str, str], ...]] = {}
+        self.resting: dict[str, float] = {}  # backend -> when its /tokenize is asked again
+
+    async def token_blocks(
+        self, model: str, kind: str, body: dict[str, Any], request_id: str
+    ) -> tuple[int, ...] | None:
+        candidates = self.via.get(model, ())
+        if not candidates:
+            return None
+        key = shared_start_key(model, kind, body)
+        if key is not None and (known := self.shared_starts.get(key)) is not None:
+            return known or None
+        now = self._clock()
+        via = next((c for c in candidates if self.resting.get(c[0], 0.0) <= now), None)
+        client = self._client(via[0]) if via is not None else None
+        if via is None or client is None:
+            return None
+        request = tokenize_request(kind, via[1], body, shared=key is not None)
+        try:
+            _, data = await asyncio.wait_for(
+                client.complete("/tokenize", request, request_id=request_id), TOKENIZE_TIMEOUT
+            )
+        except (BackendError, TimeoutError) as exc:
+            status = exc.status if isinstance(exc, BackendError) else None
+            if status is None or status >= 500 or status in NO_TOKENIZE:
+                self.resting[via[0]] = self._clock() + TOKENIZE_REST
+            return None
+        tokens = data.get("tokens")
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            return None
+        # Too short to fill a block: the character blocks stay.
+        return self.shared_starts.learn(key, tokens) or None

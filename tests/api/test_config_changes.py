@@ -23,7 +23,7 @@ async def test_editing_a_backend_leaves_its_live_stream_whole(gateway, world):
     assert first.get("more_body")
     await sync_to_async(set_max_in_flight)("sim", 7)
     await gateway.reload_once()
-    assert gateway.clients["sim"] is not None
+    assert gateway.backends.clients["sim"] is not None
     body = first["body"]
     while True:
         message = await comm.receive_output(20)

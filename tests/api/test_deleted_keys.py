@@ -15,7 +15,7 @@ async def test_a_stream_that_ends_after_its_key_was_deleted_is_still_billed(gate
     await sync_to_async(ApiKey.objects.all().delete)()
     while (await comm.receive_output(20)).get("more_body"):
         pass
-    await wait_for(lambda: not gateway.running, 5)
+    await wait_for(lambda: not gateway.inflight.tasks, 5)
     await gateway.usage.flush_once()
     [row] = await usage_rows()
     assert (row["status"], row["user"], row["completion_tokens"]) == ("ok", "alice", 300)

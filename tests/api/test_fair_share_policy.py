@@ -91,4 +91,4 @@ async def test_a_principals_answers_teach_the_estimate_that_orders_its_shortest_
 
     await charged(gateway, world["alice"])  # five tokens, max_tokens 5
     alice = Principal("acme", "alice")
-    assert gateway.output_lengths.estimate(alice, MODEL, 4096) == 5
+    assert gateway.estimates.output_lengths.estimate(alice, MODEL, 4096) == 5

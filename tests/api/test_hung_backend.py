@@ -54,7 +54,7 @@ async def hung_backend_added(gateway, url: str, only: bool) -> None:
     )
 
     def applied() -> bool:
-        client = gateway.clients.get("a-broken")
+        client = gateway.backends.clients.get("a-broken")
         return client is not None and client.first_byte_timeout == 0.5
 
     await wait_for(applied, 5)

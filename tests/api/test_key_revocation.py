@@ -9,7 +9,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from llmserver.runtime.gateway import WATCH_INTERVAL
+from llmserver.runtime.config_watch import WATCH_INTERVAL
 from tests.api.conftest import wait_for
 
 SEVERAL_WATCHES = 3 * WATCH_INTERVAL

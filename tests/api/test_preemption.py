@@ -212,7 +212,7 @@ async def test_a_paused_stream_whose_client_hangs_up_is_billed_what_it_received(
         await wait_for(lambda: gw.scheduler.core.totals["preempted"] >= 1, 10)
         for comm in power:  # one of them is waiting to be resumed
             await comm.send_input({"type": "http.disconnect"})
-        await wait_for(lambda: gw.usage.pending == 0 and not gw.running, 10)
+        await wait_for(lambda: gw.usage.pending == 0 and not gw.inflight.tasks, 10)
         received = []
         for comm in power:
             body = b""

@@ -22,6 +22,11 @@ from tests.api.conftest import MODEL, read_all, simulator_metric, start, usage_r
 SYSTEM = "You answer questions about the Acme billing system, briefly and politely. " * 40
 
 
+def token_blocks(gw: Any, req: Any, request_id: str) -> Any:
+    """The gateway's keying of one validated request's prompt."""
+    return gw.prompts.token_blocks(req.model, req.kind, req.body, request_id)
+
+
 @pytest.fixture(scope="module")
 def more_simulators() -> Iterator[list[RunningSimulator]]:
     sims = [
@@ -158,7 +163,7 @@ async def test_a_prefix_cached_by_traffic_the_gateway_never_saw_draws_the_reques
     gw = await get_gateway()
     try:
         await all_ready(gw)
-        subscriber = gw.kv_events["sim-z"][0]
+        subscriber = gw.backends.kv_events["sim-z"][0]
         async with httpx.AsyncClient(base_url=sim.url) as direct:
 
             async def complete(chat: list[dict[str, str]]) -> None:
@@ -212,8 +217,8 @@ async def test_prompts_are_tokenized_by_the_next_publisher_while_the_first_one_i
         tokenized = (await direct.post("/tokenize", json=start)).json()["tokens"]
     gw = await get_gateway()
     try:
-        assert await gw.token_blocks(req, "r1") is None  # sim-a refused the connection
-        assert await gw.token_blocks(req, "r2") == token_block_hashes(tokenized)[:-1]
+        assert await token_blocks(gw, req, "r1") is None  # sim-a refused the connection
+        assert await token_blocks(gw, req, "r2") == token_block_hashes(tokenized)[:-1]
     finally:
         await reset_gateway()
 
@@ -232,11 +237,11 @@ async def test_a_chats_shared_start_is_tokenized_once(
 
     gw = await get_gateway()
     try:
-        await gw.token_blocks(chat("first"), "r1")  # sim-a is down: it rests from now on
-        known = await gw.token_blocks(chat("second"), "r2")  # sim-z's answer, remembered
+        await token_blocks(gw, chat("first"), "r1")  # sim-a is down: it rests from now on
+        known = await token_blocks(gw, chat("second"), "r2")  # sim-z's answer, remembered
         assert known
-        gw._tokenize_rest["sim-z"] = gw.clock() + 60  # nobody to ask any more
-        assert await gw.token_blocks(chat("third"), "r3") == known
+        gw.prompts.resting["sim-z"] = gw.clock() + 60  # nobody to ask any more
+        assert await token_blocks(gw, chat("third"), "r3") == known
     finally:
         await reset_gateway()
 
@@ -267,11 +272,11 @@ async def test_a_client_that_leaves_while_its_prompt_is_tokenized_leaves_one_can
     gw = await get_gateway()
     try:
         comm = await start(world["alice"], body(asking("Where is my refund?")))
-        await wait_for(lambda: len(gw.running) == 1, 5.0)
+        await wait_for(lambda: len(gw.inflight.tasks) == 1, 5.0)
         await asyncio.sleep(0.3)  # admitted at once; /tokenize at sim-s never answers
         assert not gw.scheduler.core.entries  # not yet submitted: still tokenizing
         await comm.send_input({"type": "http.disconnect"})
-        await wait_for(lambda: not gw.running, 5.0)
+        await wait_for(lambda: not gw.inflight.tasks, 5.0)
     finally:
         await reset_gateway()
     [row] = await usage_rows()

@@ -53,7 +53,7 @@ async def test_a_request_cancelled_while_queued_costs_nothing(world, gateway):
     await queued.send_input({"type": "http.disconnect"})
     await wait_for(lambda: depth(gateway) == 0, 5)
     await running.send_input({"type": "http.disconnect"})
-    await wait_for(lambda: not gateway.running, 5)
+    await wait_for(lambda: not gateway.inflight.tasks, 5)
     await gateway.usage.flush_once()
     never_sent = [r for r in await usage_rows() if r["dispatched_at"] is None]
     assert [(r["status"], r["prompt_tokens"], Decimal(r["cost"])) for r in never_sent] == [

@@ -117,7 +117,7 @@ async def test_a_refused_continuation_ends_the_stream_clearly_and_stops_pausing_
             if line.startswith('data: {"error"')
         ]
         assert len(errors) == 1 and "refused to continue" in errors[0]["message"]
-        assert gw.cannot_resume == {"narrow"}
+        assert gw.backends.cannot_resume == {"narrow"}
         assert gw.scheduler.core.backends["narrow"].config.preemption is False
         await wait_for(lambda: gw.usage.pending == 0, 5)
         rows = [r for r in await usage_rows() if r["user"] == "power"]

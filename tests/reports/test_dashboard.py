@@ -12,7 +12,9 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.urls import path
 
 from llmserver import dashboard
-from llmserver.dashboard import DashboardConsumer, publish_snapshot
+from llmserver.dashboard import DashboardConsumer
+from llmserver.runtime import snapshots
+from llmserver.runtime.snapshots import publish_snapshot
 from tests.reports.operators import operator
 
 SNAP = {
@@ -52,7 +54,7 @@ def socket(user: Any) -> WebsocketCommunicator:
 
 @pytest.fixture(autouse=True)
 def no_latest() -> None:
-    dashboard._latest = None
+    snapshots._latest = None
 
 
 async def test_it_refuses_anonymous_visitors() -> None:
