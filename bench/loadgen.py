@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from llmserver.backends.metrics import parse_samples  # prometheus-client's parser
-from llmserver.testing.processes import Gateway
+from llmserver.testing.processes import GatewayProcess
 from simulator.protocol import token_text
 
 MODEL = "demo-llama"
@@ -125,7 +125,7 @@ def generated_tokens(values: dict[str, float]) -> float:
 
 
 def configure_gateway(
-    gw: Gateway,
+    gw: GatewayProcess,
     tiers: dict[str, dict[str, Any]],
     keys: list[tuple[str, str, str]],
     backends: dict[str, dict[str, Any]] | None = None,

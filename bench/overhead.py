@@ -1,4 +1,4 @@
-"""Gateway overhead benchmark: what one gateway process costs in front of a near-instant backend.
+"""GatewayProcess overhead benchmark: what one gateway process costs in front of a near-instant backend.
 
 The simulator runs with a near-zero step time and room for 1024 sequences, so almost all of the
 time measured is HTTP and gateway work. Each phase runs straight to the simulator and then

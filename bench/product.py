@@ -89,7 +89,7 @@ from loadgen import (
     simulator_args,
 )
 
-from llmserver.testing.processes import Database, Gateway, start_gateway
+from llmserver.testing.processes import Database, GatewayProcess, start_gateway
 from scheduling.jobs import INTERACTIVE
 from simulator.launcher import RunningSimulator, start_simulator
 from simulator.protocol import chat_prompt, tokenize
@@ -379,7 +379,7 @@ def gateway_spec(
 async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
     policy = "priority" if way == "priority" else "fcfs"
     sims: list[RunningSimulator] = []
-    gw: Gateway | None = None
+    gw: GatewayProcess | None = None
     db: Database | None = None
     tmp = tempfile.TemporaryDirectory(prefix="bench-product-")
     try:

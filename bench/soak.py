@@ -37,7 +37,7 @@ from typing import Any
 from loadgen import body, configure_gateway, fmt
 from rawhttp import Connection, build_request
 
-from llmserver.testing.processes import Database, Gateway, start_gateway
+from llmserver.testing.processes import Database, GatewayProcess, start_gateway
 from simulator.launcher import start_simulator
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -88,7 +88,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def user_keys(gw: Gateway, users: int) -> list[str]:
+def user_keys(gw: GatewayProcess, users: int) -> list[str]:
     """Create the users' keys in batches (one apply_config call per batch)."""
     secrets: list[str] = []
     batch = 5_000

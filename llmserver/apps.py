@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.apps import AppConfig
 
 
-class GatewayConfig(AppConfig):
+class LlmServerConfig(AppConfig):
     name = "llmserver"
     label = "gateway"
     verbose_name = "Gateway"

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
+from scheduling import preemption
 from scheduling.backend_state import BackendMetrics, BackendState
 from scheduling.batching import pull_forward
 from scheduling.config import BackendConfig, SchedulerConfig
@@ -36,8 +37,6 @@ from scheduling.prefix_index import PrefixIndex, choose_backend
 UNREACHABLE_SECONDS = 2.0
 IDLE_SWEEP_SECONDS = 1.0
 TOTAL_KEYS = ("dispatched", "completed", "cancelled", "expired", "rejected", "evicted", "preempted")
-# Gate reasons that mean "every slot is busy", the only case in which preemption makes room.
-_FULL = frozenset({"max_in_flight", "waiting"})
 
 
 @dataclass(slots=True)
@@ -55,14 +54,14 @@ class Scheduler:
     def __init__(self, config: SchedulerConfig, backends: Iterable[BackendConfig]) -> None:
         self.config = config
         self.backends: dict[str, BackendState] = {}
-        self._pools: dict[str, list[BackendState]] = {}
+        self.pools: dict[str, list[BackendState]] = {}
         # Per model: the models whose pools share a backend with its pool (itself included).
         # Their lanes compete for the same slots, so their accounts are compared.
         self._neighbours: dict[str, frozenset[str]] = {}
         self.lanes: dict[tuple[str, int, Principal], Lane] = {}
         self.principals: dict[Principal, PrincipalState] = {}
         self.entries: dict[str, Entry] = {}
-        self._heaps: dict[tuple[str, int], BandHeap] = {}
+        self.heaps: dict[tuple[str, int], BandHeap] = {}
         # Lanes with jobs queued or in flight, per (pool, band): who shares the backend's slots.
         self._active: dict[tuple[str, int], set[Lane]] = {}
         # Lanes that went idle, kept until their accounts no longer matter (`_sweep_idle`).
@@ -73,7 +72,7 @@ class Scheduler:
         self.prefixes = PrefixIndex(config.prefix_index_blocks, config.prefix_ttl_seconds)
         self.engine_caches = EngineCacheMirror()
         self._seq = itertools.count()
-        self._preempt_due: float | None = None
+        self.preempt_due: float | None = None
         # Per (pool, band): the backend and prompt blocks of the last dispatch, for batching.
         self._last: dict[tuple[str, int], tuple[BackendState, tuple[int, ...]]] = {}
         self.totals = dict.fromkeys(TOTAL_KEYS, 0)
@@ -105,16 +104,16 @@ class Scheduler:
             self.backends = fresh
             self.prefixes.forget(set(fresh))
             self.engine_caches.forget(set(fresh))
-        self._pools = {}
+        self.pools = {}
         for state in self.backends.values():
             if state.config.enabled:
                 for model in state.config.models:
-                    self._pools.setdefault(model, []).append(state)
+                    self.pools.setdefault(model, []).append(state)
         self._neighbours = {
             model: frozenset(
-                other for other, others in self._pools.items() if any(b in others for b in pool)
+                other for other, others in self.pools.items() if any(b in others for b in pool)
             )
-            for model, pool in self._pools.items()
+            for model, pool in self.pools.items()
         }
         if self.config.within_principal != old_policy or not self.lanes:
             self._rebuild_lane_queues()
@@ -154,7 +153,7 @@ class Scheduler:
         its principal already has `max_queued` jobs waiting."""
         if job.id in self.entries:
             raise ValueError(f"job id {job.id!r} is already live")
-        if not self._pools.get(job.model):
+        if not self.pools.get(job.model):
             self.totals["rejected"] += 1
             raise NoBackend(f"no backend serves model {job.model!r}")
         pstate = self.principals.setdefault(job.principal, PrincipalState())
@@ -183,9 +182,9 @@ class Scheduler:
         return lane
 
     def _heap(self, model: str, band: int) -> BandHeap:
-        heap = self._heaps.get((model, band))
+        heap = self.heaps.get((model, band))
         if heap is None:
-            heap = self._heaps[(model, band)] = BandHeap()
+            heap = self.heaps[(model, band)] = BandHeap()
         return heap
 
     def _enqueue(self, entry: Entry, lane: Lane, front: bool, lift: bool = True) -> None:
@@ -282,11 +281,11 @@ class Scheduler:
         self._held.clear()
         out: list[Dispatch] = []
         deferred: list[Lane] = []
-        bands = sorted({band for (_, band), heap in self._heaps.items() if heap})
+        bands = sorted({band for (_, band), heap in self.heaps.items() if heap})
         for band in bands:
-            pools = [m for (m, b), heap in self._heaps.items() if b == band and heap]
+            pools = [m for (m, b), heap in self.heaps.items() if b == band and heap]
             while pools:
-                model = min(pools, key=lambda m: self._heaps[(m, band)].min_service() or 0.0)
+                model = min(pools, key=lambda m: self.heaps[(m, band)].min_service() or 0.0)
                 dispatch = self._dispatch_one(model, band, now, deferred)
                 if dispatch is None:
                     pools.remove(model)
@@ -302,11 +301,9 @@ class Scheduler:
     ) -> Dispatch | None:
         thresholds = self.config.gates.get(band)
         stale_after = self.config.stale_after
-        gates = [
-            (s, gate_open(s, thresholds, now, stale_after)) for s in self._pools.get(model, ())
-        ]
+        gates = [(s, gate_open(s, thresholds, now, stale_after)) for s in self.pools.get(model, ())]
         open_backends = [s for s, g in gates if g.open]
-        full = [s for s, g in gates if g.reason in _FULL]
+        full = [s for s, g in gates if g.reason in preemption.FULL]
         if not open_backends:
             return None
         heap = self._heap(model, band)
@@ -322,7 +319,7 @@ class Scheduler:
             if pstate.in_flight >= entry.job.policy.max_concurrent:
                 pstate.blocked.append(lane)  # back in the heap when one of its jobs finishes
                 continue
-            if self._yields(entry):
+            if preemption.yields(entry):
                 deferred.append(lane)
                 continue
             candidates = [s for s in open_backends if s.name not in entry.excluded]
@@ -418,7 +415,7 @@ class Scheduler:
         ValueError for a job id already live."""
         if job.id in self.entries:
             raise ValueError(f"job id {job.id!r} is already live")
-        if not self._pools.get(job.model):
+        if not self.pools.get(job.model):
             raise NoBackend(f"no backend serves model {job.model!r}")
         self.principals.setdefault(job.principal, PrincipalState())
         if job.enqueued_at is None:
@@ -479,7 +476,7 @@ class Scheduler:
             entry.excluded.add(failed_backend)
         elif (state := self.backends.get(failed_backend)) is not None:
             state.unreachable_until = unreachable_at + UNREACHABLE_SECONDS
-        if not any(s.name not in entry.excluded for s in self._pools.get(lane.model, ())):
+        if not any(s.name not in entry.excluded for s in self.pools.get(lane.model, ())):
             self._finish(entry, "rejected")
             raise NoBackend(f"no backend left for model {lane.model!r}")
         entry.backend = None
@@ -491,177 +488,8 @@ class Scheduler:
     # preemption ------------------------------------------------------------------------------
 
     def preempt(self, now: float) -> list[Eviction]:
-        """Make room where every slot is busy: per (pool, band), each waiting principal whose
-        head job has waited past its `preempt_after` (least served first) may evict one running
-        job of a lower band, or of its own band where that job started ahead of the waiter's
-        turn by more than the eviction costs (see `_victim`). The bounds, so evictions never
-        thrash: never a job protected after it ran again, nor one evicted
-        `preempt_max_per_job` times; per backend, one eviction at a time (until its relay
-        confirms that the upstream request is closed) and `preempt_max_per_backend_second` in
-        any second; one per waiter, whose slot the victim does not take back before the
-        waiter's lane has had its next dispatch."""
-        self._preempt_due = None
-        out: list[Eviction] = []
-        for model, band in sorted(self._heaps, key=lambda k: k[1]):
-            heap = self._heaps[(model, band)]
-            pool = self._pools.get(model, [])
-            if not heap or not any(s.config.preemption for s in pool):
-                continue
-            gates = [
-                gate_open(s, self.config.gates.get(band), now, self.config.stale_after)
-                for s in pool
-            ]
-            if any(g.open or g.reason not in _FULL for g in gates):
-                continue  # room somewhere, or closed for a reason eviction does not cure
-            waiters = list(self._waiters(heap, now))
-            if waiters:
-                out += self._clear_engine_queues(pool, now)
-            served = {e.yield_to for e in self.entries.values() if e.evicting}
-            for waiter in waiters:
-                if waiter in served:
-                    continue
-                victim = self._victim(waiter, pool, now)
-                if victim is None:
-                    break
-                backend = self.backends[victim.backend or ""]
-                victim.yield_to = waiter
-                victim.yield_mark = waiter.dispatches
-                out.append(self._evict(victim, backend, now))
-        return out
-
-    def _evict(self, entry: Entry, backend: BackendState, now: float) -> Eviction:
-        entry.evicting = True
-        entry.evictions += 1
-        backend.evicting += 1
-        backend.evicted_at.append(now)
-        self.totals["evicted"] += 1
-        return Eviction(entry.job.id, backend.name)
-
-    def _clear_engine_queues(self, pool: list[BackendState], now: float) -> list[Eviction]:
-        """Where jobs of ours wait inside a preempting engine's own queue (sent before its
-        capacity was learned, or before it shrank), a waiter due to preempt would queue behind
-        them there, FIFO, whatever it evicts. So they come back here first: the newest jobs
-        sent to the backend, as many as its queue holds (the engine admits in order, so those
-        have not started; stopping them costs nothing), within its evictions-per-second bound.
-        From then on the gateway's own queue, in fair order, is the only one."""
-        out: list[Eviction] = []
-        c = self.config
-        for state in pool:
-            if not state.config.preemption or state.capacity is None:
-                continue
-            # Only ours beyond the capacity surely wait there: others' traffic (another
-            # gateway's) may be what queues, and ours then runs.
-            excess = state.in_flight - state.capacity - state.evicting
-            n = min(excess, self._eviction_allowance(state, now))
-            if n <= 0:
-                continue
-            queued_there = sorted(
-                (
-                    e
-                    for e in self.entries.values()
-                    if e.state == DISPATCHED
-                    and e.backend == state.name
-                    and not e.evicting
-                    and e.job.policy.preemptible
-                    and e.evictions < c.preempt_max_per_job
-                    and e.resumed_at is None
-                ),
-                key=lambda e: (e.dispatched_at, e.seq),
-                reverse=True,
-            )
-            out += [self._evict(e, state, now) for e in queued_there[:n]]
-        return out
-
-    def _waiters(self, heap: BandHeap, now: float) -> Iterator[Lane]:
-        """Lanes whose head job may preempt now, least served first (the order of `_victim`'s
-        own test: a waiter with more service has no victim that one with less lacks, its own
-        jobs included, so once one finds none no later one can); notes when one may later."""
-        for lane in sorted(heap.lanes(), key=lambda x: x.service):
-            head = lane.queue.peek()
-            busy = self.principals[lane.principal].in_flight
-            if head is None or busy >= head.job.policy.max_concurrent:
-                continue
-            after = head.job.policy.preempt_after
-            if after is None or head.job.enqueued_at is None:
-                continue
-            due = head.job.enqueued_at + after
-            if due <= now:
-                yield lane
-            elif self._preempt_due is None or due < self._preempt_due:
-                self._preempt_due = due
-
-    def _victim(self, waiter: Lane, pool: list[BackendState], now: float) -> Entry | None:
-        """The job to evict for `waiter`'s head: of the lowest band below the waiter's if any
-        runs, else of its own band and model where the job started ahead of the waiter's turn
-        by more than `preempt_slack` times its charge. A job's start is bounded above by its
-        principal's service less its charge (what dispatch ordered it by); among candidates,
-        the newest of the principal with the most service. Under fair share a backlogged
-        principal is never more than one job's charge ahead of another (the least served is
-        dispatched next), so backlogged equals never evict each other: what dispatch gives,
-        preemption does not take back."""
-        c = self.config
-        names = {
-            s.name
-            for s in pool
-            if s.config.preemption and not s.evicting and self._eviction_allowance(s, now) > 0
-        }
-        best: tuple[int, float, float] | None = None
-        chosen: Entry | None = None
-        for entry in self.entries.values():
-            lane = entry.lane
-            if (
-                entry.state != DISPATCHED
-                or entry.evicting
-                or not entry.job.policy.preemptible
-                or entry.backend not in names
-                or lane is None
-                or entry.evictions >= c.preempt_max_per_job
-                or (
-                    entry.resumed_at is not None
-                    and now - entry.resumed_at < c.preempt_protect_seconds
-                )
-            ):
-                continue
-            if lane.band < waiter.band:
-                continue
-            if lane.band == waiter.band:
-                ahead = lane.service - entry.charged - waiter.service
-                if (
-                    lane.model != waiter.model
-                    or lane is waiter
-                    or ahead <= c.preempt_slack * entry.charged
-                ):
-                    continue
-            rank = (lane.band, lane.service, entry.dispatched_at)
-            if best is None or rank > best:
-                best, chosen = rank, entry
-        return chosen
-
-    def _eviction_allowance(self, backend: BackendState, now: float) -> int:
-        """How many more evictions its per-second bound allows now; at none, notes when it
-        allows one again."""
-        left = self.config.preempt_max_per_backend_second
-        left -= backend.evictions_in_last_second(now)
-        if left <= 0:
-            again = backend.evicted_at[0] + 1.0
-            if self._preempt_due is None or again < self._preempt_due:
-                self._preempt_due = again
-        return left
-
-    def _yields(self, entry: Entry) -> bool:
-        """An evicted job waits while the lane it was evicted for has a job waiting and has not
-        been dispatched since, so the slot it gave up is not taken back; no longer, or a
-        backlogged waiter would hold it back for good."""
-        lane = entry.yield_to
-        if (
-            lane is not None
-            and lane.dispatches == entry.yield_mark
-            and lane.token is not None
-            and lane.queue.peek() is not None
-        ):
-            return True
-        entry.yield_to = None
-        return False
+        """The evictions to make now (`scheduling.preemption.preempt`)."""
+        return preemption.preempt(self, now)
 
     def preempted(self, job_id: str, real_cost: float, now: float) -> None:
         """The relay stopped the evicted job, which had generated `real_cost` worth so far: free
@@ -778,7 +606,7 @@ class Scheduler:
         """The next time a clock-driven change (expiry, aging, a waiter's `preempt_after`) can
         happen, or None."""
         times = [t[0] for t in (self._deadlines[:1] + self._aging[:1])]
-        if self._preempt_due is not None:
-            times.append(self._preempt_due)
+        if self.preempt_due is not None:
+            times.append(self.preempt_due)
         times += [s.unreachable_until for s in self.backends.values() if s.unreachable_until]
         return min(times) if times else None

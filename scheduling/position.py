@@ -48,7 +48,7 @@ def queue_position(scheduler: Scheduler, job_id: str) -> QueuePosition | None:
         lane.service, own, _charge(entry.job.estimated_cost, entry.job.policy.weight), lane
     )
     others = 0
-    heap = scheduler._heaps.get((lane.model, lane.band))  # read only, never changed here
+    heap = scheduler.heaps.get((lane.model, lane.band))  # read only, never changed here
     for other in heap.lanes() if heap is not None else ():
         if other is lane:
             continue

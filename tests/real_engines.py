@@ -12,7 +12,7 @@ from typing import Protocol
 import httpx
 import openai
 
-from llmserver.testing.processes import Gateway
+from llmserver.testing.processes import GatewayProcess
 
 
 class Engine(Protocol):
@@ -29,12 +29,12 @@ async def wait_idle(engine: Engine, timeout: float = 60.0) -> None:
         await asyncio.sleep(0.1)
 
 
-def new_key(gateway: Gateway, user: str, tier: str = "interactive") -> str:
+def new_key(gateway: GatewayProcess, user: str, tier: str = "interactive") -> str:
     out = json.loads(gateway.manage("create_api_key", "demo", user, "--tier", tier, "--json"))
     return str(out["key"])
 
 
-def usage_rows(gateway: Gateway, user: str) -> list[dict[str, object]]:
+def usage_rows(gateway: GatewayProcess, user: str) -> list[dict[str, object]]:
     """The gateway's usage records for `user`, oldest first, as the database holds them."""
     out = gateway.manage(
         "shell",
@@ -46,7 +46,7 @@ def usage_rows(gateway: Gateway, user: str) -> list[dict[str, object]]:
     return list(json.loads(out.strip().splitlines()[-1]))  # after the shell's banner
 
 
-def rows_when_written(gateway: Gateway, user: str, count: int) -> list[dict[str, object]]:
+def rows_when_written(gateway: GatewayProcess, user: str, count: int) -> list[dict[str, object]]:
     deadline = time.monotonic() + 10
     while len(rows := usage_rows(gateway, user)) < count:
         assert time.monotonic() < deadline, f"{len(rows)} of {count} usage rows written"
@@ -54,7 +54,7 @@ def rows_when_written(gateway: Gateway, user: str, count: int) -> list[dict[str,
     return rows
 
 
-def sdk(gateway: Gateway, key: str) -> openai.OpenAI:
+def sdk(gateway: GatewayProcess, key: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=gateway.url + "/v1", api_key=key, max_retries=0, timeout=120)
 
 
@@ -65,7 +65,7 @@ def series(url: str) -> dict[str, float]:
     return {name: float(value) for name, value in pairs}
 
 
-def check_text_completions_streamed_and_not(gateway: Gateway, model: str) -> None:
+def check_text_completions_streamed_and_not(gateway: GatewayProcess, model: str) -> None:
     """The `openai` SDK's text completions through the gateway, streamed and not, each billed:
     the whole answer's usage as the engine reported it, the stream's as the gateway asked it."""
     client = sdk(gateway, new_key(gateway, "sdk-text"))

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from llmserver.api.auth import bearer
-from llmserver.api.errors import ApiError, client_not_allowed, unauthorized
 from llmserver.conf import GatewaySettings
+from llmserver.wire.errors import ApiError, client_not_allowed, unauthorized
 
 
 def _client_allowed(client: Any, networks: Iterable[str]) -> bool:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from llmserver.api.errors import unauthorized
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
+from llmserver.wire.errors import unauthorized
 
 
 def bearer(headers: Iterable[tuple[bytes, bytes]] | Iterable[list[bytes]]) -> str | None:

@@ -20,7 +20,10 @@ from channels.generic.http import AsyncHttpConsumer
 
 from llmserver.api.access import metrics_refusal
 from llmserver.api.auth import authenticate, bearer
-from llmserver.api.errors import (
+from llmserver.pipeline.completion import Completion, new_request_id
+from llmserver.runtime.gateway import Gateway, get_gateway
+from llmserver.runtime.keys import KeyInfo
+from llmserver.wire.errors import (
     ApiError,
     internal_error,
     method_not_allowed,
@@ -28,11 +31,8 @@ from llmserver.api.errors import (
     too_large,
     unknown_endpoint,
 )
-from llmserver.api.sse import frame
-from llmserver.api.validation import parse_json, validate
-from llmserver.pipeline.completion import Completion, new_request_id
-from llmserver.runtime.gateway import Gateway, get_gateway
-from llmserver.runtime.keys import KeyInfo
+from llmserver.wire.sse import frame
+from llmserver.wire.validation import parse_json, validate
 
 log = logging.getLogger(__name__)
 JSON = [(b"content-type", b"application/json")]

@@ -6,8 +6,8 @@ nothing about requests that are not its own.
 
 from __future__ import annotations
 
-from llmserver.api.errors import ApiError, request_not_found
 from llmserver.api.http import JsonHttpConsumer
+from llmserver.wire.errors import ApiError, request_not_found
 
 
 class RequestStatusConsumer(JsonHttpConsumer):

@@ -18,10 +18,10 @@ from urllib.parse import parse_qs
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from llmserver.api.auth import authenticate, bearer
-from llmserver.api.errors import ApiError, internal_error, invalid
-from llmserver.api.validation import validate
 from llmserver.pipeline.completion import Completion, new_request_id
 from llmserver.runtime.gateway import Gateway, get_gateway
+from llmserver.wire.errors import ApiError, internal_error, invalid
+from llmserver.wire.validation import validate
 
 log = logging.getLogger(__name__)
 MAX_OPEN_REQUESTS = 8

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 from llmserver.cluster import streams
 from llmserver.cluster.leader import Leader, LeaderService
 from llmserver.cluster.lease import Keys, Lease
-from llmserver.cluster.relay import Relay
+from llmserver.cluster.relay import ClusterRelay
 from scheduling import (
     BackendConfig,
     BackendMetrics,
@@ -69,7 +69,7 @@ class ClusterScheduler:
         self.local = LeaderService(config, backends, clock)
         # A relay's heartbeat outlives two missed renewals; the leader checks at lease pace.
         heartbeat_ms = int(lease_seconds * 1000)
-        self.relay = Relay(self.redis, self.keys, self.node, clock, heartbeat_ms)
+        self.relay = ClusterRelay(self.redis, self.keys, self.node, clock, heartbeat_ms)
         self.lease = Lease(self.redis, self.keys, self.node, lease_seconds)
         self._leader: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []

@@ -85,7 +85,7 @@ class RemoteTicket(Ticket):
         self._reset()
 
 
-class Relay:
+class ClusterRelay:
     def __init__(
         self, redis: Redis, keys: Keys, node: str, clock: Callable[[], float], heartbeat_ms: int
     ) -> None:

@@ -14,18 +14,18 @@ from decimal import Decimal
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from llmserver.api.errors import (
+from llmserver.runtime.db import run_db
+from llmserver.runtime.keys import KeyInfo
+from llmserver.runtime.ratelimit import SlidingWindow, WindowState
+from llmserver.runtime.reservations import Reservation, Reservations, held_cost, pending
+from llmserver.wire.errors import (
     ApiError,
     limits_unavailable,
     model_not_allowed,
     model_not_found,
     rate_limited,
 )
-from llmserver.api.validation import CompletionRequest
-from llmserver.runtime.db import run_db
-from llmserver.runtime.keys import KeyInfo
-from llmserver.runtime.ratelimit import SlidingWindow, WindowState
-from llmserver.runtime.reservations import Reservation, Reservations, held_cost, pending
+from llmserver.wire.validation import CompletionRequest
 from scheduling import BATCH
 from tenants.budget import standing
 from tenants.models import OverBudget

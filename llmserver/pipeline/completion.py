@@ -11,8 +11,6 @@ from dataclasses import replace
 
 from django.utils import timezone
 
-from llmserver.api.errors import ApiError, shutting_down
-from llmserver.api.validation import CompletionRequest
 from llmserver.backends.upstream import BackendError
 from llmserver.pipeline.accounting import Ledger
 from llmserver.pipeline.admission import admit, check_rates
@@ -23,6 +21,8 @@ from llmserver.runtime.access import access_log
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from llmserver.runtime.usage import UsageDraft
+from llmserver.wire.errors import ApiError, shutting_down
+from llmserver.wire.validation import CompletionRequest
 from scheduling import Job, Principal, Ticket
 from tenants.models import UsageStatus
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from llmserver.api.errors import (
+from llmserver.backends.upstream import BackendError
+from llmserver.cluster.transport import ClusterUnavailable, SchedulerTransport
+from llmserver.pipeline.resume import Preempted
+from llmserver.wire.errors import (
     ApiError,
     no_backend,
     queue_timeout,
@@ -15,9 +18,6 @@ from llmserver.api.errors import (
     upstream_failed,
     upstream_rejected,
 )
-from llmserver.backends.upstream import BackendError
-from llmserver.cluster.transport import ClusterUnavailable, SchedulerTransport
-from llmserver.pipeline.resume import Preempted
 from scheduling import Job, NoBackend, QueueFull, QueueTimeout, Ticket
 
 

@@ -21,9 +21,6 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-from llmserver.api.errors import ApiError
-from llmserver.api.sse import DONE, EventSplitter, is_usage_only, usage_of
-from llmserver.api.validation import CompletionRequest
 from llmserver.backends.upstream import BackendError, UpstreamClient
 from llmserver.pipeline.resume import (
     Delivered,
@@ -31,6 +28,9 @@ from llmserver.pipeline.resume import (
     continuation_body,
     original_prompt_tokens,
 )
+from llmserver.wire.errors import ApiError
+from llmserver.wire.sse import DONE, EventSplitter, is_usage_only, usage_of
+from llmserver.wire.validation import CompletionRequest
 
 T = TypeVar("T")
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}

@@ -71,18 +71,26 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
         routes.setdefault(route.public_name, {})[route.backend.name] = (
             route.effective_upstream_model
         )
-    scheduler_backends = tuple(
-        BackendConfig(
-            name=spec.name,
-            models=frozenset(m for m, pool in routes.items() if spec.name in pool),
-            max_in_flight=spec.max_in_flight,
-            capacity=spec.capacity,
-            has_metrics=bool(spec.metrics_url),
-            preemption=spec.preemption,
-        )
-        for spec in backends.values()
+    own = set(
+        CostRule.objects.filter(tenant__isnull=False, effective_from__lte=timezone.now())
+        .values_list("tenant_id", flat=True)
+        .distinct()
     )
-    scheduler = SchedulerConfig(
+    return GatewayConfig(
+        backends,
+        routes,
+        scheduler_config(conf),
+        scheduler_backends(backends, routes),
+        prices_in_force(routes),
+        {tenant: prices_in_force(routes, tenant) for tenant in own},
+        cost_policy(conf),
+        tokenize_via(backends, routes),
+    )
+
+
+def scheduler_config(conf: GatewaySettings) -> SchedulerConfig:
+    """The scheduler's policy: the process settings, and one gate per band from the tiers."""
+    return SchedulerConfig(
         gates=band_gates(),
         stale_after=conf.stale_after,
         within_principal=conf.within_principal,
@@ -92,20 +100,21 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
         batch_slack=conf.batch_slack,
         batch_min_blocks=conf.batch_min_blocks,
     )
-    own = set(
-        CostRule.objects.filter(tenant__isnull=False, effective_from__lte=timezone.now())
-        .values_list("tenant_id", flat=True)
-        .distinct()
-    )
-    return GatewayConfig(
-        backends,
-        routes,
-        scheduler,
-        scheduler_backends,
-        prices_in_force(routes),
-        {tenant: prices_in_force(routes, tenant) for tenant in own},
-        cost_policy(conf),
-        tokenize_via(backends, routes),
+
+
+def scheduler_backends(
+    backends: dict[str, BackendSpec], routes: dict[str, dict[str, str]]
+) -> tuple[BackendConfig, ...]:
+    return tuple(
+        BackendConfig(
+            name=spec.name,
+            models=frozenset(m for m, pool in routes.items() if spec.name in pool),
+            max_in_flight=spec.max_in_flight,
+            capacity=spec.capacity,
+            has_metrics=bool(spec.metrics_url),
+            preemption=spec.preemption,
+        )
+        for spec in backends.values()
     )
 
 

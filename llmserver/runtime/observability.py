@@ -143,66 +143,59 @@ class KvEventsCollector(Collector):
 class GatewayMetrics:
     def __init__(self, snapshot: Callable[[], SchedulerSnapshot], usage: UsageWriter) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter(
+        self.registry.register(SnapshotCollector(snapshot, usage))
+        self.requests = self._counter(
             "llmserver_requests",
             "Requests by model, band and final status.",
             ["model", "band", "status"],
-            registry=self.registry,
         )
-        self.queue_wait = Histogram(
+        self.queue_wait = self._histogram(
             "llmserver_queue_wait_seconds",
             "Time from arrival to dispatch.",
             ["band"],
-            buckets=_WAIT_BUCKETS,
-            registry=self.registry,
         )
-        self.ttft = Histogram(
+        self.ttft = self._histogram(
             "llmserver_time_to_first_token_seconds",
             "Time from arrival to the first streamed token.",
             ["band"],
-            buckets=_WAIT_BUCKETS,
-            registry=self.registry,
         )
-        self.duration = Histogram(
+        self.duration = self._histogram(
             "llmserver_request_duration_seconds",
             "Time from arrival to the last byte, by band and model (configured models only).",
             ["band", "model"],
-            buckets=_WAIT_BUCKETS,
-            registry=self.registry,
         )
-        self.tenant_queue_wait = Histogram(
+        self.tenant_queue_wait = self._histogram(
             "llmserver_tenant_queue_wait_seconds",
             "Time from arrival to dispatch, by tenant (configured tenants only).",
             ["tenant"],
-            buckets=_WAIT_BUCKETS,
-            registry=self.registry,
         )
-        self.upstream_errors = Counter(
+        self.upstream_errors = self._counter(
             "llmserver_upstream_errors",
             "Backend failures by backend and kind (http_4xx, http_5xx, transport).",
             ["backend", "kind"],
-            registry=self.registry,
         )
-        self.resume_refused = Counter(
+        self.resume_refused = self._counter(
             "llmserver_resume_refused",
             "Paused streams a backend refused to continue; preemption is then off on it.",
             ["backend"],
-            registry=self.registry,
         )
-        self.preemptions = Counter(
+        self.preemptions = self._counter(
             "llmserver_preemptions",
             "Running jobs evicted to make room, by band and kind (before_first_token: restarted "
             "from the queue; resumable: the client's stream continued later).",
             ["band", "kind"],
-            registry=self.registry,
         )
-        self.tokens = Counter(
+        self.tokens = self._counter(
             "llmserver_tokens",
             "Tokens by tenant and kind (prompt or completion).",
             ["tenant", "kind"],
-            registry=self.registry,
         )
-        self.registry.register(SnapshotCollector(snapshot, usage))
+
+    def _counter(self, name: str, doc: str, labels: list[str]) -> Counter:
+        return Counter(name, doc, labels, registry=self.registry)
+
+    def _histogram(self, name: str, doc: str, labels: list[str]) -> Histogram:
+        return Histogram(name, doc, labels, buckets=_WAIT_BUCKETS, registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -93,7 +93,7 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 
 @dataclass
-class Gateway:
+class GatewayProcess:
     url: str
     process: subprocess.Popen[bytes]
     env: dict[str, str]
@@ -119,7 +119,7 @@ def start_gateway(
     rungateway: bool = False,
     rungateway_args: Sequence[str] = (),
     setup: Sequence[Sequence[str]] = (),
-) -> Gateway:
+) -> GatewayProcess:
     """Migrate, load the demo and serve with daphne; `quiet` drops daphne's stdout (the access
     log at daphne's default verbosity) and the gateway's JSON access log, `daphne_args` are added to its command line. With
     `rungateway`, serve through `manage.py rungateway` (the gateway's own server settings: read
@@ -148,7 +148,7 @@ def start_gateway(
     return serve(env, demo, daphne_args, quiet, rungateway, rungateway_args)
 
 
-def start_peer(gateway: Gateway, extra_env: dict[str, str] | None = None) -> Gateway:
+def start_peer(gateway: GatewayProcess, extra_env: dict[str, str] | None = None) -> GatewayProcess:
     """Another gateway process on the same database (already migrated, demo loaded), e.g. a
     second member of a cluster; its own free port."""
     return serve({**gateway.env, **(extra_env or {})}, gateway.demo, (), True, False, ())
@@ -161,7 +161,7 @@ def serve(
     quiet: bool,
     rungateway: bool,
     rungateway_args: Sequence[str],
-) -> Gateway:
+) -> GatewayProcess:
     port = free_port()
     if rungateway:
         command = [sys.executable, "manage.py", "rungateway", "--host", "127.0.0.1"]
@@ -181,4 +181,4 @@ def serve(
     except Exception:
         stop(process)
         raise
-    return Gateway(url, process, env, demo)
+    return GatewayProcess(url, process, env, demo)

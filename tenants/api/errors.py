@@ -13,6 +13,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
+from tenants.api.error_shape import error_body
+
 log = logging.getLogger(__name__)
 
 TYPES = {
@@ -22,13 +24,6 @@ TYPES = {
     status.HTTP_405_METHOD_NOT_ALLOWED: ("invalid_request_error", "method_not_allowed"),
     status.HTTP_429_TOO_MANY_REQUESTS: ("rate_limit_error", "rate_limited"),
 }
-
-
-def error_body(
-    message: str, type_: str, param: str | None = None, code: str | int | None = None
-) -> dict[str, Any]:
-    """OpenAI's error shape: the one home of it, for this API and the gateway's OpenAI surface."""
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
 def _first_error(detail: Any, param: str | None = None) -> tuple[str | None, str, str]:

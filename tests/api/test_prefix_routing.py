@@ -207,8 +207,8 @@ def dead_publisher_first(publishing_pool: RunningSimulator) -> RunningSimulator:
 async def test_prompts_are_tokenized_by_the_next_publisher_while_the_first_one_is_down(
     dead_publisher_first: RunningSimulator,
 ) -> None:
-    from llmserver.api.validation import validate
     from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.wire.validation import validate
 
     data = {"model": MODEL, "messages": asking("Which plan am I on?"), "max_tokens": 4}
     req = validate("chat", data, default_max_tokens=16, max_tokens_limit=4096)
@@ -228,8 +228,8 @@ async def test_a_chats_shared_start_is_tokenized_once(
 ) -> None:
     """The system prompt's blocks come from memory for the next question: no round trip, so
     they are there even while no publisher answers."""
-    from llmserver.api.validation import validate
     from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.wire.validation import validate
 
     def chat(question: str) -> Any:
         data = {"model": MODEL, "messages": asking(question), "max_tokens": 4}

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from llmserver.api.validation import CompletionRequest
 from llmserver.pipeline.relay import Relay
 from llmserver.pipeline.resume import Preempted
+from llmserver.wire.validation import CompletionRequest
 
 
 class Evicted:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmserver.api.sse import EventSplitter, is_usage_only, usage_of
+from llmserver.wire.sse import EventSplitter, is_usage_only, usage_of
 
 
 def test_it_yields_events_only_once_they_are_complete():

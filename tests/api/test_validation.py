@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmserver.api.errors import ApiError
-from llmserver.api.validation import parse_json, validate
+from llmserver.wire.errors import ApiError
+from llmserver.wire.validation import parse_json, validate
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 

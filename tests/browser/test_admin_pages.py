@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmserver.testing.processes import ROOT, Database, Gateway, start_gateway
+from llmserver.testing.processes import ROOT, Database, GatewayProcess, start_gateway
 from simulator.launcher import start_simulator
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -57,7 +57,7 @@ for day in range(14):
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     sim = start_simulator("--max-num-seqs", "2", "--model", "demo-llama")
     database = Database(Path(tmp_path_factory.mktemp("browser")))
     url = database.url
@@ -108,7 +108,7 @@ def screenshot(driver: webdriver.Chrome, name: str) -> None:
         shutil.copyfile(OUT / name, DOCS / name)
 
 
-def login(driver: webdriver.Chrome, gw: Gateway) -> None:
+def login(driver: webdriver.Chrome, gw: GatewayProcess) -> None:
     driver.get(gw.url + "/admin/login/")
     if "/admin/login/" not in driver.current_url:  # this browser's session is logged in already
         return
@@ -118,7 +118,7 @@ def login(driver: webdriver.Chrome, gw: Gateway) -> None:
     WebDriverWait(driver, 10).until(lambda d: "/admin/login/" not in d.current_url)
 
 
-def completions(gw: Gateway, n: int) -> list[threading.Thread]:
+def completions(gw: GatewayProcess, n: int) -> list[threading.Thread]:
     def one(user: str) -> None:
         body = {
             "model": "demo-llama",
@@ -145,7 +145,7 @@ def completions(gw: Gateway, n: int) -> list[threading.Thread]:
 
 
 def test_it_shows_the_report_and_a_live_dashboard(
-    gateway: Gateway, browser: webdriver.Chrome
+    gateway: GatewayProcess, browser: webdriver.Chrome
 ) -> None:
     login(browser, gateway)
 
@@ -185,7 +185,7 @@ def texts(driver: webdriver.Chrome, selector: str) -> list[str]:
 
 
 def test_the_dashboard_charts_a_flood_and_says_why_each_principal_waits(
-    gateway: Gateway, browser: webdriver.Chrome
+    gateway: GatewayProcess, browser: webdriver.Chrome
 ) -> None:
     login(browser, gateway)
     browser.set_window_size(1280, 1500)
@@ -204,7 +204,7 @@ def test_the_dashboard_charts_a_flood_and_says_why_each_principal_waits(
 
 
 def test_the_dashboard_fits_a_1280_pixel_screen(
-    gateway: Gateway, browser: webdriver.Chrome
+    gateway: GatewayProcess, browser: webdriver.Chrome
 ) -> None:
     login(browser, gateway)
     browser.set_window_size(1280, 1500)

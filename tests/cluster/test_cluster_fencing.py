@@ -6,7 +6,7 @@ from cluster_helpers import job, needs_redis, node, until
 
 from llmserver.cluster import wire
 from llmserver.cluster.lease import Keys, Lease
-from llmserver.cluster.relay import Relay
+from llmserver.cluster.relay import ClusterRelay
 from llmserver.cluster.wire import Message
 
 pytestmark = needs_redis
@@ -25,7 +25,7 @@ async def test_a_deposed_leaders_grant_is_not_written(prefix: str, redis) -> Non
 
 
 async def test_a_relay_refuses_a_grant_from_an_older_epoch(prefix: str, redis) -> None:
-    relay = Relay(redis, Keys(prefix), "relay", lambda: 0.0, 1000)
+    relay = ClusterRelay(redis, Keys(prefix), "relay", lambda: 0.0, 1000)
     relay.available = True
     ticket = relay.submit(job())
     relay.receive(Message(wire.LEADER, 20, {"node": "new"}))

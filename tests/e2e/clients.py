@@ -9,11 +9,11 @@ from typing import Any
 
 import httpx
 
-from llmserver.testing.processes import Gateway
+from llmserver.testing.processes import GatewayProcess
 
 
 def stream_chat(
-    gateway: Gateway,
+    gateway: GatewayProcess,
     max_tokens: int,
     out: dict[str, Any],
     stop_after: int | None = None,
@@ -55,7 +55,7 @@ def stream_chat(
 
 
 def start_streams(
-    gateway: Gateway,
+    gateway: GatewayProcess,
     lengths: list[int],
     stop_after: list[int | None] | None = None,
     key: str | None = None,
@@ -90,7 +90,7 @@ def join(streams: list[tuple[threading.Thread, dict[str, Any]]]) -> list[dict[st
     return [out for _, out in streams]
 
 
-def usage_rows(gateway: Gateway) -> dict[str, tuple[str, int, str]]:
+def usage_rows(gateway: GatewayProcess) -> dict[str, tuple[str, int, str]]:
     """request id -> (status, completion tokens, error type), from the gateway's database."""
     script = (
         "import json; from tenants.models import UsageRecord; print(json.dumps(list("

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmserver.testing.processes import Database, Gateway, start_gateway
+from llmserver.testing.processes import Database, GatewayProcess, start_gateway
 from simulator.launcher import RunningSimulator, start_simulator
 
 
@@ -21,7 +21,7 @@ def e2e_simulator() -> Iterator[RunningSimulator]:
 @pytest.fixture(scope="module")
 def e2e_gateway(
     e2e_simulator: RunningSimulator, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Gateway]:
+) -> Iterator[GatewayProcess]:
     database = Database(Path(tmp_path_factory.mktemp("e2e")))
     gateway = start_gateway(database.url, e2e_simulator.url, {"SCRAPE_INTERVAL": "0.05"})
     yield gateway
@@ -30,7 +30,7 @@ def e2e_gateway(
 
 
 @pytest.fixture
-def client(e2e_gateway: Gateway):
+def client(e2e_gateway: GatewayProcess):
     import openai
 
     with openai.OpenAI(

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmserver.testing.processes import Database, Gateway, start_gateway
+from llmserver.testing.processes import Database, GatewayProcess, start_gateway
 from simulator.launcher import free_port, start_simulator
 from tests.e2e.clients import join, start_streams, usage_rows
 
@@ -46,7 +46,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     database.drop()
 
 
-def gateway_gauges(gateway: Gateway) -> dict[str, float]:
+def gateway_gauges(gateway: GatewayProcess) -> dict[str, float]:
     text = httpx.get(gateway.url + "/metrics", timeout=5).text
     values: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
@@ -55,7 +55,7 @@ def gateway_gauges(gateway: Gateway) -> dict[str, float]:
     return values
 
 
-def settled(gateway: Gateway, timeout: float = 10.0) -> dict[str, float]:
+def settled(gateway: GatewayProcess, timeout: float = 10.0) -> dict[str, float]:
     """Wait until nothing is in flight or pending; the gauges then."""
     deadline = time.monotonic() + timeout
     while True:
@@ -68,7 +68,7 @@ def settled(gateway: Gateway, timeout: float = 10.0) -> dict[str, float]:
         time.sleep(0.1)
 
 
-def assert_billed_as_delivered(gateway: Gateway, outcomes: list[dict]) -> dict:
+def assert_billed_as_delivered(gateway: GatewayProcess, outcomes: list[dict]) -> dict:
     values = settled(gateway)
     assert values.get("llmserver_backend_in_flight", 0) == 0
     assert values.get("llmserver_usage_pending", 0) == 0

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmserver.testing.processes import Database, Gateway, start_gateway, start_peer
+from llmserver.testing.processes import Database, GatewayProcess, start_gateway, start_peer
 from simulator.launcher import RunningSimulator, start_simulator
 from simulator.protocol import chat_prompt, token_text, tokenize
 from tests.cluster.cluster_helpers import REDIS_URL, delete_prefix, needs_redis
@@ -48,7 +48,7 @@ def members(
     redis_url: str,
     count: int,
     setup: tuple[tuple[str, ...], ...] = (),
-) -> Iterator[list[Gateway]]:
+) -> Iterator[list[GatewayProcess]]:
     """`count` gateway processes on one database and one Redis prefix of their own; `setup`
     are manage.py commands run before the first serves."""
     prefix = f"test-e2e-{uuid.uuid4().hex[:10]}"
@@ -66,6 +66,10 @@ def members(
     started = [first]
     try:
         started += [start_peer(first) for _ in range(count - 1)]
+        for member in started:
+            # Each process starts its gateway (and joins the cluster) at its first request: at
+            # once, so that a test's requests are not the ones that wait for it.
+            readiness(member)
         yield started
     finally:
         for member in started:
@@ -75,7 +79,7 @@ def members(
 
 
 @pytest.fixture
-def cluster(simulator: RunningSimulator, tmp_path: Path) -> Iterator[list[Gateway]]:
+def cluster(simulator: RunningSimulator, tmp_path: Path) -> Iterator[list[GatewayProcess]]:
     with members(simulator, tmp_path, REDIS_URL, 3) as started:
         yield started
 
@@ -111,14 +115,14 @@ def proxy() -> Iterator[ThreadedProxy]:
     running.close()
 
 
-def readiness(gateway: Gateway) -> dict[str, object]:
+def readiness(gateway: GatewayProcess) -> dict[str, object]:
     try:
         return dict(httpx.get(gateway.url + "/readyz", timeout=5).json())
     except httpx.HTTPError:
         return {}
 
 
-def wait_for_leader(members: list[Gateway], timeout: float = 30.0) -> Gateway:
+def wait_for_leader(members: list[GatewayProcess], timeout: float = 30.0) -> GatewayProcess:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for member in members:
@@ -128,7 +132,7 @@ def wait_for_leader(members: list[Gateway], timeout: float = 30.0) -> Gateway:
     raise AssertionError(f"no leader: {[readiness(m) for m in members]}")
 
 
-def metric(gateway: Gateway, name: str) -> float:
+def metric(gateway: GatewayProcess, name: str) -> float:
     """A gateway's /metrics sample `name`, summed over its label sets."""
     text = httpx.get(gateway.url + "/metrics", timeout=5).text
     return sum(
@@ -139,11 +143,11 @@ def metric(gateway: Gateway, name: str) -> float:
     )
 
 
-def queued(gateway: Gateway) -> float:
+def queued(gateway: GatewayProcess) -> float:
     return metric(gateway, "llmserver_queue_depth")
 
 
-def wait_queued(gateways: list[Gateway], at_least: int, timeout: float = 30.0) -> None:
+def wait_queued(gateways: list[GatewayProcess], at_least: int, timeout: float = 30.0) -> None:
     """Until the cluster's queue (all on the leader, whichever process that is) holds this many."""
     deadline = time.monotonic() + timeout
     while sum(queued(g) for g in gateways) < at_least:
@@ -159,13 +163,13 @@ def wait_some_streaming(streams: list, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def new_key(gateway: Gateway, user: str, tier: str) -> str:
+def new_key(gateway: GatewayProcess, user: str, tier: str) -> str:
     out = gateway.manage("create_api_key", "demo", user, "--tier", tier, "--json")
     return str(json.loads(out.strip().splitlines()[-1])["key"])
 
 
 def test_light_users_on_other_processes_go_before_the_power_users_flood(
-    cluster: list[Gateway],
+    cluster: list[GatewayProcess],
 ) -> None:
     one, two, three = cluster
     wait_for_leader(cluster)
@@ -181,7 +185,7 @@ def test_light_users_on_other_processes_go_before_the_power_users_flood(
 
 
 def test_the_leaders_death_loses_no_request_on_the_other_processes(
-    cluster: list[Gateway],
+    cluster: list[GatewayProcess],
 ) -> None:
     leader = wait_for_leader(cluster)
     survivors = [m for m in cluster if m is not leader]
@@ -201,7 +205,7 @@ def test_the_leaders_death_loses_no_request_on_the_other_processes(
     assert all(rows[out["id"]][0] == "ok" for out in outcomes), rows
 
 
-def written_rows(gateway: Gateway, ids: set[str], timeout: float = 20.0) -> dict:
+def written_rows(gateway: GatewayProcess, ids: set[str], timeout: float = 20.0) -> dict:
     """The usage rows once all of `ids` are written (the writer flushes a moment after the
     client's last byte); fails naming the missing ones."""
     deadline = time.monotonic() + timeout
@@ -214,7 +218,7 @@ def written_rows(gateway: Gateway, ids: set[str], timeout: float = 20.0) -> dict
         time.sleep(0.2)
 
 
-def wait_state(gateways: list[Gateway], state: str, timeout: float = 30.0) -> None:
+def wait_state(gateways: list[GatewayProcess], state: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while any(readiness(g).get("scheduler") != state for g in gateways):
         assert time.monotonic() < deadline, f"not all {state}: {[readiness(g) for g in gateways]}"
@@ -249,7 +253,7 @@ def test_a_redis_outage_refuses_new_requests_and_loses_none_it_held(
 
 
 def test_a_quota_holds_when_a_burst_is_spread_over_the_processes(
-    cluster: list[Gateway],
+    cluster: list[GatewayProcess],
 ) -> None:
     wait_for_leader(cluster)
     key = new_key(cluster[0], "bursty", "batch")
@@ -263,7 +267,7 @@ def test_a_quota_holds_when_a_burst_is_spread_over_the_processes(
     headers = {"authorization": f"Bearer {key}"}
     barrier = threading.Barrier(9)
 
-    def send(gateway: Gateway) -> httpx.Response:
+    def send(gateway: GatewayProcess) -> httpx.Response:
         barrier.wait()
         url = gateway.url + "/v1/chat/completions"
         return httpx.post(url, json=body, headers=headers, timeout=30)
@@ -288,7 +292,7 @@ POWER_TOKENS = 60
 POWER_MESSAGES = [{"role": "user", "content": "tell me a long story"}]
 
 
-def whole_stream(gateway: Gateway, key: str, out: dict[str, Any]) -> None:
+def whole_stream(gateway: GatewayProcess, key: str, out: dict[str, Any]) -> None:
     """A streamed chat with usage, recording every event's text, id and the final usage."""
     body = {
         "model": "demo-llama",

@@ -12,13 +12,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from llmserver.testing.processes import Database, Gateway, start_gateway
+from llmserver.testing.processes import Database, GatewayProcess, start_gateway
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def served(e2e_simulator, tmp_path_factory) -> Iterator[Gateway]:
+def served(e2e_simulator, tmp_path_factory) -> Iterator[GatewayProcess]:
     database = Database(tmp_path_factory.mktemp("slow"))
     gateway = start_gateway(
         database.url,
@@ -32,7 +32,7 @@ def served(e2e_simulator, tmp_path_factory) -> Iterator[Gateway]:
     database.drop()
 
 
-def connect(gateway: Gateway) -> socket.socket:
+def connect(gateway: GatewayProcess) -> socket.socket:
     url = urlsplit(gateway.url)
     sock = socket.create_connection((url.hostname, url.port), timeout=10)
     return sock

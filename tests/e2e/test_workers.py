@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmserver.testing.processes import ROOT, Database, Gateway, start_gateway
+from llmserver.testing.processes import ROOT, Database, GatewayProcess, start_gateway
 from simulator.launcher import RunningSimulator, free_port, start_simulator
 from tests.cluster.cluster_helpers import REDIS_URL, delete_prefix, needs_redis
 from tests.e2e.clients import join, start_streams
@@ -52,7 +52,7 @@ def test_more_than_one_worker_needs_redis() -> None:
 
 
 @pytest.fixture
-def workers(tmp_path: Path) -> Iterator[Gateway]:
+def workers(tmp_path: Path) -> Iterator[GatewayProcess]:
     sim: RunningSimulator = start_simulator("--max-num-seqs", "4", "--model", "demo-llama")
     prefix = f"test-workers-{uuid.uuid4().hex[:10]}"
     env = {"SCRAPE_INTERVAL": "0.05", "REDIS_URL": REDIS_URL, "CLUSTER_PREFIX": prefix}
@@ -69,7 +69,7 @@ def workers(tmp_path: Path) -> Iterator[Gateway]:
         delete_prefix(prefix)
 
 
-def scheduler_states(gateway: Gateway, tries: int = 60) -> set[str]:
+def scheduler_states(gateway: GatewayProcess, tries: int = 60) -> set[str]:
     """What /readyz says over fresh connections (each may land on either worker)."""
     seen = set()
     for _ in range(tries):
@@ -82,7 +82,7 @@ def scheduler_states(gateway: Gateway, tries: int = 60) -> set[str]:
 
 
 @needs_redis
-def test_two_workers_share_the_socket_and_one_scheduler(workers: Gateway) -> None:
+def test_two_workers_share_the_socket_and_one_scheduler(workers: GatewayProcess) -> None:
     assert len(children(workers.process.pid)) == 2
     assert scheduler_states(workers) == {"leader", "follower"}
     outcomes = join(start_streams(workers, [10] * 6))
@@ -90,7 +90,7 @@ def test_two_workers_share_the_socket_and_one_scheduler(workers: Gateway) -> Non
 
 
 @needs_redis
-def test_a_worker_that_dies_is_started_again(workers: Gateway) -> None:
+def test_a_worker_that_dies_is_started_again(workers: GatewayProcess) -> None:
     before = children(workers.process.pid)
     victim = min(before)
     os.kill(victim, signal.SIGKILL)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from llmserver.testing.llama_server import ALIAS, LlamaServer, missing, start_llama_server
-from llmserver.testing.processes import Database, Gateway, start_gateway
+from llmserver.testing.processes import Database, GatewayProcess, start_gateway
 
 MODEL = "demo-llama"
 
@@ -32,7 +32,7 @@ def llama() -> Iterator[LlamaServer]:
 
 def gateway_for(
     llama: LlamaServer, tmp: Path, kind: str = "llamacpp", in_flight: int = 64
-) -> Gateway:
+) -> GatewayProcess:
     """The demo's tenants and keys, its model routed to llama-server instead of the simulator.
     The interactive tier keeps llama-server's own queue empty (gate_max_waiting 1; the capacity
     comes from its /props): a request queued inside the engine is one a light user would wait
@@ -71,7 +71,9 @@ def gateway_for(
 
 
 @pytest.fixture(scope="module")
-def gateway(llama: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+def gateway(
+    llama: LlamaServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
     gateway = gateway_for(llama, Path(tmp_path_factory.mktemp("realengine")))
     yield gateway
     gateway.stop()

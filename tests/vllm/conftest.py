@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from llmserver.testing.processes import Database, Gateway, start_gateway
+from llmserver.testing.processes import Database, GatewayProcess, start_gateway
 from llmserver.testing.vllm_server import SERVED_NAME, VllmServer, missing, start_vllm
 
 MODEL = "demo-llama"
@@ -38,7 +38,7 @@ def gateway_for(
     *backend_args: str,
     tiers: dict[str, dict[str, object]] | None = None,
     backend: dict[str, object] | None = None,
-) -> Gateway:
+) -> GatewayProcess:
     """The demo's tenants and keys, its model routed to vLLM (backend "vllm", `add_backend`'s
     `backend_args`, then the fields in `backend`) instead of the simulator, its tiers changed
     as `tiers` says. Every tier's time-per-token ceiling is off: two shared CPU cores are
@@ -63,7 +63,7 @@ def gateway_for(
 
 
 @pytest.fixture(scope="module")
-def gateway(vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+def gateway(vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
     tiers = {"interactive": {"gate_max_waiting": 1}}
     gateway = gateway_for(vllm, Path(tmp_path_factory.mktemp("vllm")), tiers=tiers)
     yield gateway

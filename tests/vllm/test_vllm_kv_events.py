@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmserver.testing.processes import Database, Gateway, start_gateway
+from llmserver.testing.processes import Database, GatewayProcess, start_gateway
 from llmserver.testing.vllm_server import SERVED_NAME, VllmServer
 from simulator.launcher import RunningSimulator, start_simulator
 from tests.real_engines import new_key, rows_when_written, sdk, series
@@ -32,7 +32,7 @@ def simulator() -> Iterator[RunningSimulator]:
 @pytest.fixture(scope="module")
 def gateway(
     vllm: VllmServer, simulator: RunningSimulator, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Gateway]:
+) -> Iterator[GatewayProcess]:
     """Two backends for the model: the simulator, whose name sorts first (so it wins every
     tie), and vLLM with its events."""
     database = Database(Path(tmp_path_factory.mktemp("vllm-kv")))
@@ -60,7 +60,7 @@ def gateway(
     database.drop()
 
 
-def batches_received(gateway: Gateway) -> float:
+def batches_received(gateway: GatewayProcess) -> float:
     return series(gateway.url).get(
         'llmserver_kv_event_batches_total{backend="vllm",outcome="received"}', 0.0
     )
@@ -83,7 +83,7 @@ def test_a_prefix_warmed_straight_at_vllm_draws_the_request_there(gateway, vllm)
     assert backend_of(gateway, "kv-routed") == "vllm"
 
 
-def backend_of(gateway: Gateway, user: str) -> str:
+def backend_of(gateway: GatewayProcess, user: str) -> str:
     out = gateway.manage(
         "shell",
         "-c",

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from llmserver.testing.processes import Gateway
+from llmserver.testing.processes import GatewayProcess
 from tests.real_engines import new_key, series, wait_idle
 from tests.vllm.conftest import MODEL, SLOTS, gateway_for
 
@@ -50,7 +50,7 @@ async def stream_all(http: httpx.AsyncClient, url: str, key: str, body: dict) ->
     return out
 
 
-def gateway_values(gateway: Gateway) -> dict[str, float]:
+def gateway_values(gateway: GatewayProcess) -> dict[str, float]:
     return series(gateway.url)
 
 
@@ -121,7 +121,7 @@ async def test_the_gateway_learns_the_engines_capacity_and_then_keeps_its_queue_
         gateway.database.drop()  # type: ignore[attr-defined]
 
 
-def preemptions(gateway: Gateway) -> float:
+def preemptions(gateway: GatewayProcess) -> float:
     """Streams paused after their first token (to be continued), so far."""
     values = gateway_values(gateway)
     return sum(

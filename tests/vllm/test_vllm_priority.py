@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmserver.testing.processes import Gateway
+from llmserver.testing.processes import GatewayProcess
 from llmserver.testing.vllm_server import VllmServer, missing, start_vllm
 from tests.real_engines import new_key
 from tests.vllm.conftest import MODEL, gateway_for
@@ -33,7 +33,9 @@ def one_slot() -> Iterator[VllmServer]:
 
 
 @pytest.fixture(scope="module")
-def gateway(one_slot: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+def gateway(
+    one_slot: VllmServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
     """Both bands may queue at the engine (its capacity is not told), none is paused."""
     queue = {"gate_max_waiting": 4, "max_concurrent_per_user": 8}
     gateway = gateway_for(

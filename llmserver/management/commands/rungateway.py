@@ -4,7 +4,7 @@
 then to serve. The simulator starts as a child process (stopped when the gateway stops),
 through the simulator's one launcher, then daphne serves `llmserver.asgi:application` in this
 process, or, with `--workers N`, in N worker processes sharing one socket and one scheduler
-(`llmserver.runtime.workers`).
+(`llmserver.serving.workers`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from llmserver.runtime.ports import PortBusy, ensure_free
+from llmserver.serving.ports import PortBusy, ensure_free
 from simulator.launcher import start_simulator
 
 
@@ -91,7 +91,7 @@ class Command(BaseCommand):
     def _serve(self, host: str, port: int, fd: int | None = None) -> None:
         from llmserver.asgi import application
         from llmserver.conf import gateway_settings
-        from llmserver.runtime.serving import DrainingServer
+        from llmserver.serving.drain import DrainingServer
 
         if fd is None:
             self.stdout.write(
@@ -100,7 +100,7 @@ class Command(BaseCommand):
         DrainingServer(application, host, port, gateway_settings(), fd).run()
 
     def _supervise(self, host: str, port: int, workers: int) -> None:
-        from llmserver.runtime.workers import serve_workers
+        from llmserver.serving.workers import serve_workers
 
         self.stdout.write(
             f"Gateway on http://{host}:{port} (admin: http://{host}:{port}/admin/): {workers} "

@@ -26,7 +26,7 @@ from daphne.server import Server
 from twisted.internet import reactor as _reactor
 from twisted.web import http
 
-from tenants.api.errors import error_body
+from tenants.api.error_shape import error_body
 
 LINGER_SECONDS = 2.0
 reactor: Any = _reactor  # the global reactor module object is typed as a module, not a reactor

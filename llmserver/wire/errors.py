@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tenants.api.errors import error_body
+from tenants.api.error_shape import error_body
 
 RETRY_SOON = {"retry-after": "5"}
 

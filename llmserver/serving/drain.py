@@ -22,7 +22,7 @@ from twisted.internet import reactor
 
 from llmserver.conf import GatewaySettings
 from llmserver.runtime.gateway import current_gateway
-from llmserver.server import GatewayServer
+from llmserver.serving.server import GatewayServer
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from llmserver.api.errors import invalid, invalid_json, invalid_text, unsupported_media_type
+from llmserver.wire.errors import invalid, invalid_json, invalid_text, unsupported_media_type
 from scheduling.prefix_index import block_hashes
 
 # Fields the gateway owns: a client must not set the backend's priority itself.

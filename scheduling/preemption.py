@@ -1,0 +1,197 @@
+"""Preemption: where every slot is busy, which running job makes room for a waiter, within the
+bounds that keep evictions from thrashing. Decisions only; the scheduler (`scheduling.core`) owns
+the state they read and counts what they decide, and the relay confirms each eviction
+(`Scheduler.preempted`, or `Scheduler.keep_running` where a job cannot be resumed)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from scheduling.backend_state import BackendState
+from scheduling.fairshare import BandHeap
+from scheduling.gate import gate_open
+from scheduling.jobs import Eviction
+from scheduling.lanes import DISPATCHED, Entry, Lane
+
+if TYPE_CHECKING:
+    from scheduling.core import Scheduler
+
+# Gate reasons that mean "every slot is busy", the only case in which preemption makes room.
+FULL = frozenset({"max_in_flight", "waiting"})
+
+
+def preempt(sched: Scheduler, now: float) -> list[Eviction]:
+    """Make room where every slot is busy: per (pool, band), each waiting principal whose
+    head job has waited past its `preempt_after` (least served first) may evict one running
+    job of a lower band, or of its own band where that job started ahead of the waiter's
+    turn by more than the eviction costs (see `_victim`). The bounds, so evictions never
+    thrash: never a job protected after it ran again, nor one evicted
+    `preempt_max_per_job` times; per backend, one eviction at a time (until its relay
+    confirms that the upstream request is closed) and `preempt_max_per_backend_second` in
+    any second; one per waiter, whose slot the victim does not take back before the
+    waiter's lane has had its next dispatch."""
+    sched.preempt_due = None
+    out: list[Eviction] = []
+    for model, band in sorted(sched.heaps, key=lambda k: k[1]):
+        heap = sched.heaps[(model, band)]
+        pool = sched.pools.get(model, [])
+        if not heap or not any(s.config.preemption for s in pool):
+            continue
+        gates = [
+            gate_open(s, sched.config.gates.get(band), now, sched.config.stale_after) for s in pool
+        ]
+        if any(g.open or g.reason not in FULL for g in gates):
+            continue  # room somewhere, or closed for a reason eviction does not cure
+        waiters = list(_waiters(sched, heap, now))
+        if waiters:
+            out += _clear_engine_queues(sched, pool, now)
+        served = {e.yield_to for e in sched.entries.values() if e.evicting}
+        for waiter in waiters:
+            if waiter in served:
+                continue
+            victim = _victim(sched, waiter, pool, now)
+            if victim is None:
+                break
+            backend = sched.backends[victim.backend or ""]
+            victim.yield_to = waiter
+            victim.yield_mark = waiter.dispatches
+            out.append(_evict(sched, victim, backend, now))
+    return out
+
+
+def _evict(sched: Scheduler, entry: Entry, backend: BackendState, now: float) -> Eviction:
+    entry.evicting = True
+    entry.evictions += 1
+    backend.evicting += 1
+    backend.evicted_at.append(now)
+    sched.totals["evicted"] += 1
+    return Eviction(entry.job.id, backend.name)
+
+
+def _clear_engine_queues(sched: Scheduler, pool: list[BackendState], now: float) -> list[Eviction]:
+    """Where jobs of ours wait inside a preempting engine's own queue (sent before its
+    capacity was learned, or before it shrank), a waiter due to preempt would queue behind
+    them there, FIFO, whatever it evicts. So they come back here first: the newest jobs
+    sent to the backend, as many as its queue holds (the engine admits in order, so those
+    have not started; stopping them costs nothing), within its evictions-per-second bound.
+    From then on the gateway's own queue, in fair order, is the only one."""
+    out: list[Eviction] = []
+    c = sched.config
+    for state in pool:
+        if not state.config.preemption or state.capacity is None:
+            continue
+        # Only ours beyond the capacity surely wait there: others' traffic (another
+        # gateway's) may be what queues, and ours then runs.
+        excess = state.in_flight - state.capacity - state.evicting
+        n = min(excess, _eviction_allowance(sched, state, now))
+        if n <= 0:
+            continue
+        queued_there = sorted(
+            (
+                e
+                for e in sched.entries.values()
+                if e.state == DISPATCHED
+                and e.backend == state.name
+                and not e.evicting
+                and e.job.policy.preemptible
+                and e.evictions < c.preempt_max_per_job
+                and e.resumed_at is None
+            ),
+            key=lambda e: (e.dispatched_at, e.seq),
+            reverse=True,
+        )
+        out += [_evict(sched, e, state, now) for e in queued_there[:n]]
+    return out
+
+
+def _waiters(sched: Scheduler, heap: BandHeap, now: float) -> Iterator[Lane]:
+    """Lanes whose head job may preempt now, least served first (the order of `_victim`'s
+    own test: a waiter with more service has no victim that one with less lacks, its own
+    jobs included, so once one finds none no later one can); notes when one may later."""
+    for lane in sorted(heap.lanes(), key=lambda x: x.service):
+        head = lane.queue.peek()
+        busy = sched.principals[lane.principal].in_flight
+        if head is None or busy >= head.job.policy.max_concurrent:
+            continue
+        after = head.job.policy.preempt_after
+        if after is None or head.job.enqueued_at is None:
+            continue
+        due = head.job.enqueued_at + after
+        if due <= now:
+            yield lane
+        elif sched.preempt_due is None or due < sched.preempt_due:
+            sched.preempt_due = due
+
+
+def _victim(sched: Scheduler, waiter: Lane, pool: list[BackendState], now: float) -> Entry | None:
+    """The job to evict for `waiter`'s head: of the lowest band below the waiter's if any
+    runs, else of its own band and model where the job started ahead of the waiter's turn
+    by more than `preempt_slack` times its charge. A job's start is bounded above by its
+    principal's service less its charge (what dispatch ordered it by); among candidates,
+    the newest of the principal with the most service. Under fair share a backlogged
+    principal is never more than one job's charge ahead of another (the least served is
+    dispatched next), so backlogged equals never evict each other: what dispatch gives,
+    preemption does not take back."""
+    c = sched.config
+    names = {
+        s.name
+        for s in pool
+        if s.config.preemption and not s.evicting and _eviction_allowance(sched, s, now) > 0
+    }
+    best: tuple[int, float, float] | None = None
+    chosen: Entry | None = None
+    for entry in sched.entries.values():
+        lane = entry.lane
+        if (
+            entry.state != DISPATCHED
+            or entry.evicting
+            or not entry.job.policy.preemptible
+            or entry.backend not in names
+            or lane is None
+            or entry.evictions >= c.preempt_max_per_job
+            or (entry.resumed_at is not None and now - entry.resumed_at < c.preempt_protect_seconds)
+        ):
+            continue
+        if lane.band < waiter.band:
+            continue
+        if lane.band == waiter.band:
+            ahead = lane.service - entry.charged - waiter.service
+            if (
+                lane.model != waiter.model
+                or lane is waiter
+                or ahead <= c.preempt_slack * entry.charged
+            ):
+                continue
+        rank = (lane.band, lane.service, entry.dispatched_at)
+        if best is None or rank > best:
+            best, chosen = rank, entry
+    return chosen
+
+
+def _eviction_allowance(sched: Scheduler, backend: BackendState, now: float) -> int:
+    """How many more evictions its per-second bound allows now; at none, notes when it
+    allows one again."""
+    left = sched.config.preempt_max_per_backend_second
+    left -= backend.evictions_in_last_second(now)
+    if left <= 0:
+        again = backend.evicted_at[0] + 1.0
+        if sched.preempt_due is None or again < sched.preempt_due:
+            sched.preempt_due = again
+    return left
+
+
+def yields(entry: Entry) -> bool:
+    """An evicted job waits while the lane it was evicted for has a job waiting and has not
+    been dispatched since, so the slot it gave up is not taken back; no longer, or a
+    backlogged waiter would hold it back for good."""
+    lane = entry.yield_to
+    if (
+        lane is not None
+        and lane.dispatches == entry.yield_mark
+        and lane.token is not None
+        and lane.queue.peek() is not None
+    ):
+        return True
+    entry.yield_to = None
+    return False
