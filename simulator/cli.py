@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from simulator.engine import EngineConfig
 from simulator.exposition import FORMATS
+from simulator.protocol import NATURAL_STOPS, RUNNERS
 from simulator.queue import POLICIES
 
 
@@ -31,7 +32,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="0 disables the prefix cache",
     )
     parser.add_argument("--block-tokens", type=int, default=d.block_tokens)
-    parser.add_argument("--default-max-tokens", type=int, default=256)
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="the context length (prompt and output), as vLLM's; default: --kv-capacity-tokens",
+    )
+    parser.add_argument(
+        "--runner",
+        choices=RUNNERS,
+        default="both",
+        help="generate: no /v1/embeddings (404), as vLLM with a generation model; pooling: only "
+        "/v1/embeddings, as vLLM with an embedding model; both (default): every endpoint",
+    )
+    parser.add_argument(
+        "--natural-stop",
+        choices=NATURAL_STOPS,
+        default="when-unlimited",
+        help="when answers end on their own (20-200 tokens, finish reason stop): only where the "
+        "client set no max_tokens (default), or always (unless ignore_eos)",
+    )
     parser.add_argument("--speed", type=float, default=d.speed, help="divides every duration")
     parser.add_argument(
         "--kv-events-config",
@@ -57,6 +77,9 @@ def config_from(options: dict[str, object]) -> EngineConfig:
         block_tokens=int(options["block_tokens"]),  # type: ignore[call-overload]
         scheduling_policy=str(options["scheduling_policy"]),
         speed=float(options["speed"]),  # type: ignore[arg-type]
+        max_model_len=None
+        if options.get("max_model_len") is None
+        else int(options["max_model_len"]),  # type: ignore[call-overload]
     )
 
 
@@ -72,7 +95,8 @@ def serve(options: dict[str, object]) -> None:
         config_from(options),
         model=str(options["model"]),
         fmt=str(options["format"]),
-        default_max_tokens=int(options["default_max_tokens"]),  # type: ignore[call-overload]
+        runner=str(options.get("runner", "both")),
+        natural_stop=str(options.get("natural_stop", "when-unlimited")),
         legacy_metric_names=bool(options["legacy_metric_names"]),
         kv_events=KvEventsConfig.parse(str(options["kv_events_config"]))
         if options.get("kv_events_config")

@@ -10,6 +10,15 @@ takes effect at the start of the next step, as in vLLM, where the API server's a
 the engine core's input queue and is handled between two steps (`EngineCoreProc.run_busy_loop`,
 `_process_input_queue` then `_process_engine_step`, in `vllm/v1/engine/core.py`): until then the
 sequence still holds its slot and shows in `num_requests_running`. `speed` divides every duration.
+
+A sequence ends at `max_tokens` (finish reason "length") or, given a `stop_at`, at that many
+tokens with finish reason "stop": the model's end-of-sequence token, which vLLM's scheduler
+checks before the length cap (`check_stop` in `vllm/v1/core/sched/utils.py`). A pooling
+sequence (an embedding) takes its batch slot for its prefill step only and ends there with
+"stop" and no generated token, as vLLM's scheduler stops a pooling request as soon as the pooler
+has output (`update_from_output` in `vllm/v1/core/sched/scheduler.py`). A request with `n > 1`
+is n sequences, as vLLM's `AsyncLLM.add_request` fans a parent out into n child requests
+(`vllm/v1/engine/parallel_sampling.py`): each takes a slot and counts in the metrics.
 """
 
 from __future__ import annotations
@@ -38,12 +47,21 @@ class EngineConfig:
     block_tokens: int = 16
     scheduling_policy: str = "fcfs"
     speed: float = 1.0
+    # The context length (vLLM's `--max-model-len`): prompt plus output. None: the KV capacity.
+    max_model_len: int | None = None
 
     def __post_init__(self) -> None:
         if self.scheduling_policy not in POLICIES:
             raise ValueError(f"scheduling_policy must be one of {POLICIES}")
         if self.max_num_seqs < 1 or self.speed <= 0 or self.kv_capacity_tokens < 1:
             raise ValueError("max_num_seqs and kv_capacity_tokens must be >= 1, speed > 0")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ValueError("max_model_len must be >= 1")
+
+    @property
+    def model_len(self) -> int:
+        """The context length requests are held to (`/v1/models` reports it)."""
+        return self.max_model_len if self.max_model_len is not None else self.kv_capacity_tokens
 
 
 @dataclass(eq=False, slots=True)
@@ -64,6 +82,8 @@ class Sequence:
     first_token_at: float | None = None
     last_token_at: float | None = None
     finish_reason: str | None = None
+    stop_at: int | None = None
+    pooling: bool = False
 
     @property
     def num_prompt_tokens(self) -> int:
@@ -213,8 +233,18 @@ class Engine:
         for seq in list(self.running):
             if seq.finished or seq in self._aborts:
                 continue
-            self._emit(seq, now)
+            if seq.pooling:
+                self._pool(seq, now)
+            else:
+                self._emit(seq, now)
         return True
+
+    def _pool(self, seq: Sequence, now: float) -> None:
+        """The pooler's output at the end of the prefill step: the request is done."""
+        seq.first_token_at = seq.last_token_at = now
+        self.stats.ttft.observe(now - seq.arrived)
+        self.running.remove(seq)
+        self._finish(seq, "stop")
 
     def _emit(self, seq: Sequence, now: float) -> None:
         seq.generated += 1
@@ -226,7 +256,10 @@ class Engine:
             self.stats.itl.observe(now - (seq.last_token_at or now))
         seq.last_token_at = now
         seq.events.put_nowait(seq.generated)
-        if seq.generated >= seq.max_tokens:
+        if seq.stop_at is not None and seq.generated >= seq.stop_at:
+            self.running.remove(seq)
+            self._finish(seq, "stop")
+        elif seq.generated >= seq.max_tokens:
             self.running.remove(seq)
             self._finish(seq, "length")
 
