@@ -110,7 +110,7 @@ from llmserver.runtime.prompt_tokens import (  # noqa: E402
     shared_start_key,
     tokenize_request,
 )
-from llmserver.wire.validation import validate  # noqa: E402
+from llmserver.wire.validation import TokenLimits, validate  # noqa: E402
 from scheduling import (  # noqa: E402
     BackendConfig,
     BackendState,
@@ -240,7 +240,7 @@ async def one_request(
     data = {"model": MODEL, "messages": messages, "max_tokens": args.max_tokens, "stream": True}
     service = services[n % len(services)]  # a load balancer's turns
     sent = time.monotonic()
-    req = validate("chat", data, default_max_tokens=16, max_tokens_limit=4096)
+    req = validate("chat", data, TokenLimits(16, 4096))
     if starts is not None:  # each gateway remembers the starts it tokenized
         names = sorted(urls)
         url = urls[names[n % len(names)]]

@@ -153,7 +153,8 @@ class Scheduler:
         its principal already has `max_queued` jobs waiting."""
         if job.id in self.entries:
             raise ValueError(f"job id {job.id!r} is already live")
-        if not self.pools.get(job.model):
+        pool = self.pools.get(job.model, ())
+        if not any(job.backends is None or s.name in job.backends for s in pool):
             self.totals["rejected"] += 1
             raise NoBackend(f"no backend serves model {job.model!r}")
         pstate = self.principals.setdefault(job.principal, PrincipalState())
@@ -322,11 +323,11 @@ class Scheduler:
             if preemption.yields(entry):
                 deferred.append(lane)
                 continue
-            candidates = [s for s in open_backends if s.name not in entry.excluded]
+            candidates = [s for s in open_backends if entry.may_use(s.name)]
             if not candidates:
                 deferred.append(lane)
                 continue
-            homes = [s for s in full if s.name not in entry.excluded]
+            homes = [s for s in full if entry.may_use(s.name)]
             backend = batched_to or choose_backend(
                 self.prefixes,
                 entry.job.prefix_blocks,
@@ -365,7 +366,7 @@ class Scheduler:
         heap = self._heap(model, band)
         pulled = pull_forward(least, heap.lanes(), last[1], c.batch_slack, c.batch_min_blocks)
         head = pulled.queue.peek() if pulled is not None else None
-        if pulled is None or head is None or last[0].name in head.excluded:
+        if pulled is None or head is None or not head.may_use(last[0].name):
             return least, None
         heap.push(least)
         pulled.token = None  # its heap entry goes stale: it is being dispatched
@@ -476,7 +477,7 @@ class Scheduler:
             entry.excluded.add(failed_backend)
         elif (state := self.backends.get(failed_backend)) is not None:
             state.unreachable_until = unreachable_at + UNREACHABLE_SECONDS
-        if not any(s.name not in entry.excluded for s in self.pools.get(lane.model, ())):
+        if not any(entry.may_use(s.name) for s in self.pools.get(lane.model, ())):
             self._finish(entry, "rejected")
             raise NoBackend(f"no backend left for model {lane.model!r}")
         entry.backend = None

@@ -60,6 +60,8 @@ class Job:
     `demoted`: admission moved it to a lower band because its tenant is over budget (the
     dashboard says so). `prefix_blocks`: chained hashes of its prompt's leading blocks
     (`scheduling.prefix_index.block_hashes`), what backend choice and batching match on.
+    `backends`: the backends of its model's pool that can serve it (those that serve its
+    endpoint); None: any of the pool. Its fair share is its model's, whichever endpoint.
     """
 
     id: str
@@ -73,6 +75,7 @@ class Job:
     deadline: float | None = None
     enqueued_at: float | None = None
     demoted: bool = False
+    backends: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

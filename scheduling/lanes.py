@@ -57,6 +57,12 @@ class Entry:
     evictions: int = 0
     excluded: set[str] = field(default_factory=set)
 
+    def may_use(self, backend: str) -> bool:
+        """Whether the job may go to `backend`: one that serves its request (`Job.backends`)
+        and has not failed it."""
+        allowed = self.job.backends
+        return backend not in self.excluded and (allowed is None or backend in allowed)
+
 
 class PrincipalQueue(Protocol):
     """The order inside one principal's lane."""

@@ -10,13 +10,19 @@ from llmserver.wire.errors import unauthorized
 
 
 def bearer(headers: Iterable[tuple[bytes, bytes]] | Iterable[list[bytes]]) -> str | None:
+    """The key from `Authorization: Bearer <key>`, or from `x-api-key` (what Anthropic's SDKs
+    send) where there is no Authorization header."""
+    api_key = None
     for name, value in headers:
-        if name.lower() == b"authorization":
+        name = name.lower()
+        if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
             if scheme.lower() == "bearer" and token.strip():
                 return token.strip()
             return None
-    return None
+        if name == b"x-api-key" and value.strip():
+            api_key = value.decode("latin-1").strip()
+    return api_key
 
 
 async def authenticate(gw: Gateway, secret: str | None) -> KeyInfo:

@@ -56,7 +56,7 @@ class SocketSink:
             text_data=json.dumps({"type": "start", "id": json.loads(self.id), "headers": headers})
         )
 
-    async def event(self, payload: bytes) -> None:
+    async def event(self, payload: bytes, name: bytes | None = None) -> None:
         if payload == b"[DONE]":
             await self.consumer.send(text_data=f'{{"type": "done", "id": {self.id}}}')
             return
@@ -131,16 +131,11 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             body = message.get("body")
             if not isinstance(body, dict):
                 raise invalid("'body' must be a JSON object.", "body")
-            req = validate(
-                endpoint,
-                body,
-                default_max_tokens=self.gw.settings.default_max_tokens,
-                max_tokens_limit=self.gw.settings.max_tokens_limit,
-            )
             # Each request is authorised as a new HTTP request would be (from the key cache,
             # which revocation, deletion and expiry empty): a key gone since the socket opened
             # is refused, and the socket closed (below).
             key = await authenticate(self.gw, self.secret)
+            req = validate(endpoint, body, key.token_limits(self.gw.settings))
             # The client's id only names the request on this socket; clients reuse ids.
             await Completion(
                 self.gw, key, req, SocketSink(self, request_id), new_request_id()

@@ -14,12 +14,22 @@ where the kind's own source says so:
 - resuming: whether a paused stream can be continued (`continue_final_message`), and how the
   original prompt is counted for its bill (`llmserver.pipeline.resume`).
 - capacity: whether the server says how many requests it runs at once (llama.cpp's /props).
+- endpoints: what it serves a generation model on when a route does not say (vLLM's OpenAI
+  server also serves /v1/responses and Anthropic's /v1/messages: `vllm/entrypoints/openai/
+  api_server.py`, `vllm/entrypoints/anthropic/`); an embedding model's route declares its own.
+- max_completion_tokens: whether the server reads OpenAI's newer name itself (vLLM's and
+  SGLang's `ChatCompletionRequest` do); elsewhere it is sent as `max_tokens`.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+from tenants.endpoints import Endpoint
+
+# What a generation model is served on wherever a kind's profile or a route says nothing else.
+GENERATION = frozenset({Endpoint.CHAT, Endpoint.COMPLETIONS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +71,8 @@ class KindProfile:
     priority_refusals: tuple[str, ...] = ()
     prompt_count: PromptCount = PromptCount.NONE
     reads_capacity: bool = False
+    endpoints: frozenset[Endpoint] = GENERATION
+    max_completion_tokens: bool = False
 
     @property
     def resumable(self) -> bool:
@@ -83,6 +95,8 @@ PROFILES = {
         priority_sign=1,
         priority_refusals=("Priority scheduling is not enabled",),
         prompt_count=PromptCount.TOKENIZE_MESSAGES,
+        endpoints=GENERATION | {Endpoint.RESPONSES, Endpoint.MESSAGES},
+        max_completion_tokens=True,
     ),
     "tgi": KindProfile(
         "tgi",
@@ -107,6 +121,7 @@ PROFILES = {
         priority_sign=-1,
         priority_refusals=("Using priority is disabled",),
         prompt_count=PromptCount.TOKENIZE_MESSAGES,
+        max_completion_tokens=True,
     ),
     # llama.cpp (tools/server/server-task.cpp, to_metrics): deferred = tasks waiting for a free
     # slot, processing = busy slots. Its `predicted_tokens_seconds` gauge is reset by every scrape

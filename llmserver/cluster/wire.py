@@ -47,6 +47,7 @@ def encode_job(job: Job, now: float) -> dict[str, Any]:
         "prefix": list(job.prefix_blocks),
         "left": None if job.deadline is None else job.deadline - now,
         "demoted": job.demoted,
+        "backends": None if job.backends is None else sorted(job.backends),
     }
 
 
@@ -63,6 +64,7 @@ def decode_job(data: dict[str, Any], now: float) -> Job:
         prefix_blocks=tuple(int(b) for b in data["prefix"]),
         deadline=None if left is None else now + float(left),
         demoted=bool(data["demoted"]),
+        backends=None if data["backends"] is None else frozenset(data["backends"]),
     )
 
 

@@ -20,13 +20,14 @@ from llmserver.runtime.ratelimit import SlidingWindow, WindowState
 from llmserver.runtime.reservations import Reservation, Reservations, held_cost, pending
 from llmserver.wire.errors import (
     ApiError,
+    endpoint_not_served,
     limits_unavailable,
     model_not_allowed,
     model_not_found,
     rate_limited,
 )
 from llmserver.wire.validation import CompletionRequest
-from scheduling import BATCH
+from scheduling import BATCH, INTERACTIVE
 from tenants.budget import standing
 from tenants.models import OverBudget
 from tenants.models.rules import priced
@@ -47,10 +48,21 @@ class LimitVerdict:
     demote: bool = False
 
 
+def served_tier(asked: str, band: int) -> str:
+    """The `service_tier` a response names, as OpenAI's does: how it was served. "flex" runs on
+    the batch band; "priority" is honoured only for a key whose tier is interactive already
+    (it never lifts a request above its tier); anything else is "default"."""
+    if asked == "flex" and band == BATCH:
+        return "flex"
+    if asked == "priority" and band == INTERACTIVE:
+        return "priority"
+    return "default"
+
+
 async def admit(
     key: KeyInfo,
     req: CompletionRequest,
-    routes: Mapping[str, Mapping[str, str]],
+    pool: Mapping[str, str] | None,
     reservations: Reservations,
     request_id: str,
     prices: Mapping[str, tuple[float, float]],
@@ -58,11 +70,12 @@ async def admit(
     """Refuse, or admit in a band. An admitted request of a key under quota holds a reservation
     until its usage row is written, and the check and the hold happen under the tenant's lock,
     so a burst cannot overshoot a quota."""
-    pool = routes.get(req.model)
-    if not pool:
+    if pool is None:
         raise model_not_found(req.model)
     if not key.allows_model(req.model):
         raise model_not_allowed(req.model)
+    if not pool:
+        raise endpoint_not_served(req.model, req.kind)
     band = max(key.band, BATCH) if req.wants_flex else key.band
     if key.monthly_budget is not None or key.key_budget is not None or key.has_quota_rules:
         try:
@@ -90,11 +103,11 @@ async def _check_and_hold(
         price_in, price_out = prices.get(req.model, (0.0, 0.0))
         cost = priced(
             req.estimated_prompt_tokens,
-            req.max_tokens,
+            req.most_output_tokens,
             Decimal(str(price_in)),
             Decimal(str(price_out)),
         )
-        tokens = req.estimated_prompt_tokens + req.max_tokens
+        tokens = req.estimated_prompt_tokens + req.most_output_tokens
         reservation = Reservation(key.tenant_id, key.user, req.model, tokens, key.key_id, cost)
         await reservations.hold(request_id, reservation)
     return verdict

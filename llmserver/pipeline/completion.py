@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from llmserver.backends.upstream import BackendError
 from llmserver.pipeline.accounting import Ledger
-from llmserver.pipeline.admission import admit, check_rates
+from llmserver.pipeline.admission import admit, check_rates, served_tier
 from llmserver.pipeline.dispatch import run_on_pool, submit
 from llmserver.pipeline.relay import Relay, Sink
 from llmserver.pipeline.resume import Preempted
@@ -24,6 +24,7 @@ from llmserver.runtime.usage import UsageDraft
 from llmserver.wire.errors import ApiError, shutting_down
 from llmserver.wire.validation import CompletionRequest
 from scheduling import Job, Principal, Ticket
+from tenants.endpoints import Endpoint
 from tenants.models import UsageStatus
 
 QUEUE_REPORT_SECONDS = 1.0
@@ -61,6 +62,7 @@ class Completion:
             queued_at=timezone.now(),
             prompt_tokens=req.estimated_prompt_tokens,
             status=UsageStatus.REJECTED,
+            endpoint=req.kind,
         )
 
     @property
@@ -76,22 +78,25 @@ class Completion:
         try:
             if gw.inflight.draining:
                 raise shutting_down()
-            tokens = self.req.estimated_prompt_tokens + self.req.max_tokens
+            tokens = self.req.estimated_prompt_tokens + self.req.most_output_tokens
             self.rate_headers = await check_rates(gw.rate_window, self.key, tokens)
             admission = await admit(
                 self.key,
                 self.req,
-                gw.routes(),
+                gw.pool(self.req.model, Endpoint(self.req.kind)),
                 gw.reservations,
                 self.request_id,
                 self.pricing.prices,
             )
             self.draft.band = admission.band
+            if self.req.service_tier is not None:
+                self.relay.service_tier = served_tier(self.req.service_tier, admission.band)
             req = self.req
             blocks = await gw.prompts.token_blocks(req.model, req.kind, req.body, self.request_id)
             if blocks is not None:
                 self.req.prefix_blocks = blocks
-            ticket = self.ticket = submit(gw.scheduler, self._job(admission.band))
+            job = self._job(admission.band, frozenset(admission.pool))
+            ticket = self.ticket = submit(gw.scheduler, job)
             if self.req.stream or not self.relay.sink.needs_start:
                 self.reporter = asyncio.ensure_future(self._report_while_queued())
             await run_on_pool(gw.scheduler, ticket, admission.pool, self)
@@ -148,10 +153,10 @@ class Completion:
             self.draft, ticket, self.pricing, model_label
         )
 
-    def _job(self, band: int) -> Job:
+    def _job(self, band: int, pool: frozenset[str]) -> Job:
         key, req = self.key, self.req
         principal = Principal(key.tenant_slug, key.user)
-        single = req.body.get("n") in (None, 1)
+        single = req.n == 1
         return Job(
             id=self.request_id,
             principal=principal,
@@ -160,14 +165,15 @@ class Completion:
             # A stream of several choices cannot be continued as one: it is never paused.
             policy=replace(key.policy, preemptible=key.policy.preemptible and single),
             estimated_cost=self.pricing.charge(
-                req.model, req.estimated_prompt_tokens, req.max_tokens
+                req.model, req.estimated_prompt_tokens, req.most_output_tokens
             ),
-            estimated_output_tokens=self.gw.estimates.output_lengths.estimate(
-                principal, req.model, req.max_tokens
-            ),
+            estimated_output_tokens=req.n
+            * self.gw.estimates.output_lengths.estimate(principal, req.model, req.max_tokens),
             prefix_blocks=req.prefix_blocks,
             deadline=self.gw.clock() + key.queue_timeout,
             demoted=band > key.band,
+            # Only the backends serving its endpoint, where not every backend of the model does.
+            backends=None if pool == set(self.gw.routes().get(req.model, ())) else pool,
         )
 
     def cost_so_far(self) -> float:
@@ -200,7 +206,8 @@ class Completion:
 
     def _observe_service_time(self) -> None:
         """A request that ended well teaches the wait estimate and the answer-length estimate."""
-        if self.dispatched_at is not None and self.draft.status == UsageStatus.OK:
+        generates = self.req.kind != Endpoint.EMBEDDINGS
+        if self.dispatched_at is not None and self.draft.status == UsageStatus.OK and generates:
             elapsed = time.monotonic() - self.dispatched_at
             self.gw.estimates.service_times.observe(self.req.model, elapsed)
             principal = Principal(self.key.tenant_slug, self.key.user)

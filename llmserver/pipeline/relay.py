@@ -19,6 +19,7 @@ import contextlib
 import json
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from llmserver.backends.upstream import BackendError, UpstreamClient
@@ -28,12 +29,60 @@ from llmserver.pipeline.resume import (
     continuation_body,
     original_prompt_tokens,
 )
-from llmserver.wire.errors import ApiError
+from llmserver.wire.errors import ApiError, anthropic_error
 from llmserver.wire.sse import DONE, EventSplitter, is_usage_only, usage_of
 from llmserver.wire.validation import CompletionRequest
+from tenants.endpoints import Endpoint
 
 T = TypeVar("T")
-PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+PATHS = {
+    Endpoint.CHAT: "/v1/chat/completions",
+    Endpoint.COMPLETIONS: "/v1/completions",
+    Endpoint.EMBEDDINGS: "/v1/embeddings",
+    Endpoint.RESPONSES: "/v1/responses",
+    Endpoint.MESSAGES: "/v1/messages",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NamedEvents:
+    """A stream whose events are named (`event:` lines) and that ends with its last named
+    event, not `[DONE]`: the Responses API's and Anthropic's Messages API's, as vLLM serves
+    them (`vllm/entrypoints/openai/responses/api_router.py`, `vllm/entrypoints/anthropic/
+    serving.py`). `text`: events that carry generated text; `usage`: events with token counts
+    (parsed, the others never); `end`: the events that finish the answer."""
+
+    text: frozenset[bytes]
+    usage: frozenset[bytes]
+    end: frozenset[bytes]
+
+
+_RESPONSE_ENDS = frozenset({b"response.completed", b"response.incomplete", b"response.failed"})
+NAMED_EVENTS = {
+    Endpoint.RESPONSES: NamedEvents(
+        text=frozenset({b"response.output_text.delta"}), usage=_RESPONSE_ENDS, end=_RESPONSE_ENDS
+    ),
+    Endpoint.MESSAGES: NamedEvents(
+        text=frozenset({b"content_block_delta"}),
+        usage=frozenset({b"message_start", b"message_delta"}),
+        end=frozenset({b"message_stop"}),
+    ),
+}
+
+
+def usage_in(name: bytes, payload: bytes) -> object:
+    """The usage object of a named event: the response's (Responses), the message's
+    (`message_start`) or the event's own (`message_delta`)."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    inner = data.get("response") or data.get("message") or data
+    return inner.get("usage") if isinstance(inner, dict) else None
+
+
 # An event with generated text: a chat delta's or a completion's non-empty "content"/"text".
 _HAS_TEXT = re.compile(rb'"(?:content|text)": ?"[^"]')
 # An event that ends its choice: a finish reason that is not null.
@@ -49,7 +98,7 @@ class Sink(Protocol):
     async def start(self, status: int, headers: dict[str, str], stream: bool) -> None: ...
     async def queued(self, request_id: str, position: int, eta_s: float) -> None: ...
     async def dispatched(self, queue_time_ms: str) -> None: ...
-    async def event(self, payload: bytes) -> None: ...
+    async def event(self, payload: bytes, name: bytes | None = None) -> None: ...
     async def body(self, payload: bytes) -> None: ...
     async def finish(self) -> None: ...
 
@@ -94,6 +143,8 @@ class Relay:
         self._original_prompt: int | None = None
         self._skip_role = False
         self._ending = False  # the finish reason or the usage has arrived: nothing to continue
+        # The `service_tier` to name in each response object, where the client named one.
+        self.service_tier: str | None = None
 
     @property
     def completion_tokens(self) -> int:
@@ -118,14 +169,17 @@ class Relay:
         """One upstream request. With `evict`, raises Preempted when the scheduler asks for the
         slot and the job can give it up: before its first token, or (`can_resume`) as a chat
         stream that the next `forward` continues."""
-        body = upstream_body(self.req, upstream_model)
+        body = upstream_body(self.req, upstream_model, client.profile.max_completion_tokens)
         path = PATHS[self.req.kind]
         self._id_rename = None
         if self.started:
             body = await self._resumption(client, body, upstream_model)
         elif evict is not None and can_resume and self.req.stream and self.req.kind == "chat":
             self.delivered = Delivered()
-        if self.req.stream:
+        named = NAMED_EVENTS.get(self.req.kind)
+        if self.req.stream and named is not None:
+            await self._stream_named(client, path, body, priority, upstream_model, evict, named)
+        elif self.req.stream:
             await self._stream(client, path, body, priority, upstream_model, evict, can_resume)
         else:
             await self._whole(client, path, body, priority, evict)
@@ -166,8 +220,10 @@ class Relay:
         self._take_usage(data.get("usage"))
         if "model" in data:
             data["model"] = self.req.model
-        if "id" in data:
+        if "id" in data and self.req.kind not in NAMED_EVENTS:
             data["id"] = self.request_id
+        if self.service_tier is not None:
+            data["service_tier"] = self.service_tier
         await self._start(stream=False)
         await self.sink.body(json.dumps(data).encode())
         await self.sink.finish()
@@ -209,6 +265,64 @@ class Relay:
         await self.sink.event(DONE)
         await self.sink.finish()
 
+    async def _stream_named(
+        self,
+        client: UpstreamClient,
+        path: str,
+        body: dict[str, Any],
+        priority: int,
+        upstream_model: str,
+        evict: Evictable | None,
+        named: NamedEvents,
+    ) -> None:
+        """A named-event stream, relayed event by event with its names. Such a stream is never
+        continued after a pause (nothing continues a Responses or Messages answer): once it has
+        begun it declines an eviction."""
+        rename = None
+        if upstream_model != self.req.model:
+            rename = (json.dumps(upstream_model).encode(), json.dumps(self.req.model).encode())
+        splitter = EventSplitter()
+        upstream = client.stream_chat(path, body, priority=priority, request_id=self.request_id)
+        async with contextlib.aclosing(upstream) as chunks:
+            async for chunk in chunks:
+                for name, payload in splitter.feed_named(chunk):
+                    await self._relay_named(name or b"", payload, rename, named)
+                if evict is not None and evict.evict_requested and not self._ending:
+                    if self.started:
+                        evict.decline_eviction()
+                        continue
+                    raise Preempted()
+        if not self.started:
+            raise BackendError(
+                "The backend closed the stream without sending anything.", retryable=True
+            )
+        if not self._ending:
+            raise BackendError("The backend ended the stream before its final event.", False)
+        await self.sink.finish()
+
+    async def _relay_named(
+        self,
+        name: bytes,
+        payload: bytes,
+        rename: tuple[bytes, bytes] | None,
+        named: NamedEvents,
+    ) -> None:
+        body = payload.strip()
+        if body[:1] != b"{" or body[-1:] != b"}":
+            message = "The backend sent an event that is not a JSON object."
+            raise BackendError(message, retryable=not self.started)
+        if name in named.usage:
+            self._take_usage(usage_in(name, payload))
+        if name in named.end:
+            self._ending = True
+        if name in named.text:
+            self.text_events += 1
+        if rename is not None:
+            payload = _rename_field(payload, b"model", rename)
+        if not self.started:
+            await self._start(stream=True)
+        await self.sink.event(payload, name or None)
+
     async def _relay_event(self, payload: bytes, rename: tuple[bytes, bytes] | None) -> None:
         if payload == DONE:
             return
@@ -239,6 +353,10 @@ class Relay:
         if rename is not None:
             payload = _rename_field(payload, b"model", rename)
         payload = _rename_field(payload, b"id", self._id_rename or self._learn_id(payload))
+        if self.service_tier is not None and len(payload.strip()) > 2:
+            # Named first in the object: the chunk is never parsed for it.
+            tier = b'{"service_tier":"' + self.service_tier.encode() + b'",'
+            payload = tier + payload.strip()[1:]
         if not self.started:
             await self._start(stream=True)
         await self.sink.event(payload)
@@ -261,9 +379,16 @@ class Relay:
         await self.sink.queued(self.request_id, position, eta_s)
 
     async def fail(self, exc: ApiError) -> None:
-        """After the first byte an error can only be one more event, then the end."""
-        await self.sink.event(json.dumps(exc.body()).encode())
-        await self.sink.event(DONE)
+        """After the first byte an error can only be one more event, then the end (a named
+        stream's `error` event in its API's shape, and no `[DONE]`)."""
+        if self.req.kind == Endpoint.MESSAGES:
+            await self.sink.event(json.dumps(anthropic_error(exc)).encode(), b"error")
+        elif self.req.kind == Endpoint.RESPONSES:
+            event = {"type": "error", "code": exc.code, "message": exc.message, "param": exc.param}
+            await self.sink.event(json.dumps(event).encode(), b"error")
+        else:
+            await self.sink.event(json.dumps(exc.body()).encode())
+            await self.sink.event(DONE)
         await self.sink.finish()
 
     def _learn_id(self, payload: bytes) -> tuple[bytes, bytes]:
@@ -280,9 +405,11 @@ class Relay:
         return self._id_rename
 
     def _take_usage(self, usage: object) -> None:
+        """OpenAI's names, or the Responses and Anthropic APIs' (input and output tokens)."""
         if not isinstance(usage, dict):
             return
-        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+        completion = usage.get("completion_tokens", usage.get("output_tokens"))
         if isinstance(prompt, int):
             self.reported_prompt = prompt
             if self._resumed:
@@ -335,9 +462,13 @@ def _rename_field(payload: bytes, name: bytes, rename: tuple[bytes, bytes]) -> b
     return payload.replace(key + b" " + old, key + b" " + new)
 
 
-def upstream_body(req: CompletionRequest, upstream_model: str) -> dict[str, Any]:
+def upstream_body(
+    req: CompletionRequest, upstream_model: str, reads_max_completion_tokens: bool = True
+) -> dict[str, Any]:
     body = dict(req.body)
     body["model"] = upstream_model
-    if req.stream:
+    if not reads_max_completion_tokens and "max_completion_tokens" in body:
+        body["max_tokens"] = body.pop("max_completion_tokens")
+    if req.stream and req.kind in (Endpoint.CHAT, Endpoint.COMPLETIONS):
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return body

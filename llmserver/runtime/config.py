@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
+from llmserver.backends.kinds import GENERATION, profile
 from llmserver.backends.spec import BackendSpec
 from llmserver.conf import GatewaySettings
 from llmserver.runtime.pricing import Pricing
 from scheduling import BackendConfig, CostPolicy, SchedulerConfig, TokenWeights
+from tenants.endpoints import Endpoint
 from tenants.models import Backend, CostRule, FairSharePolicy, ModelRoute
 from tenants.models.rules import rule_in_force
 from tenants.models.tiers import band_gates
@@ -38,6 +40,17 @@ class GatewayConfig:
     # public model name -> the backends (with their model name) whose /tokenize can key the
     # model's prompts, in order: those of its pool publishing KV cache events (blocks in tokens)
     tokenize_via: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    # public model name -> backend -> the endpoints it serves the model on
+    served: dict[str, dict[str, frozenset[Endpoint]]] = field(default_factory=dict)
+
+    def pool(self, model: str, endpoint: Endpoint) -> dict[str, str] | None:
+        """The backends (with their model name) serving `model` on `endpoint`; None where no
+        route serves the model at all."""
+        routes = self.routes.get(model)
+        if not routes:
+            return None
+        served = self.served.get(model, {})
+        return {b: m for b, m in routes.items() if endpoint in served.get(b, GENERATION)}
 
     def pricing(self, tenant_id: int | None = None) -> Pricing:
         """The cost policy and prices in force for `tenant_id` (its own prices where it has
@@ -65,12 +78,14 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
         for b in Backend.objects.filter(enabled=True)
     }
     routes: dict[str, dict[str, str]] = {}
+    served: dict[str, dict[str, frozenset[Endpoint]]] = {}
     for route in ModelRoute.objects.filter(enabled=True, backend__enabled=True).select_related(
         "backend"
     ):
-        routes.setdefault(route.public_name, {})[route.backend.name] = (
-            route.effective_upstream_model
-        )
+        name, backend = route.public_name, route.backend
+        routes.setdefault(name, {})[backend.name] = route.effective_upstream_model
+        endpoints = route.declared_endpoints() or profile(backend.kind).endpoints
+        served.setdefault(name, {})[backend.name] = endpoints
     own = set(
         CostRule.objects.filter(tenant__isnull=False, effective_from__lte=timezone.now())
         .values_list("tenant_id", flat=True)
@@ -85,6 +100,7 @@ def load_gateway_config(conf: GatewaySettings) -> GatewayConfig:
         {tenant: prices_in_force(routes, tenant) for tenant in own},
         cost_policy(conf),
         tokenize_via(backends, routes),
+        served,
     )
 
 

@@ -32,6 +32,7 @@ from llmserver.runtime.reservations import reservations
 from llmserver.runtime.snapshots import SnapshotPublisher
 from llmserver.runtime.usage import UsageWriter
 from scheduling import CostPolicy, SchedulerConfig, SchedulerService, SchedulerSnapshot
+from tenants.endpoints import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,11 @@ class Gateway:
         if config is None:
             return Pricing(CostPolicy(self.settings.cost_unit))
         return config.pricing(tenant_id)
+
+    def pool(self, model: str, endpoint: Endpoint) -> Mapping[str, str] | None:
+        """The backends serving `model` on `endpoint` now; None: no route serves the model."""
+        config = self.config
+        return config.pool(model, endpoint) if config is not None else None
 
     def routes(self) -> Mapping[str, Mapping[str, str]]:
         """Public model name -> {backend: the backend's model name}, as configured now."""

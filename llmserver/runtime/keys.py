@@ -21,7 +21,9 @@ from decimal import Decimal
 
 from django.utils import timezone
 
+from llmserver.conf import GatewaySettings
 from llmserver.runtime.db import run_db
+from llmserver.wire.validation import TokenLimits
 from scheduling import TierPolicy
 from tenants.models import ApiKey, QuotaRule
 from tenants.models.keys import patterns_allow
@@ -52,10 +54,16 @@ class KeyInfo:
     tenant_rpm: int | None = None
     tenant_tpm: int | None = None
     key_budget: Decimal | None = None
+    max_output_tokens: int | None = None  # the tier's maximum per answer
     expires_at: datetime | None = None
 
     def allows_model(self, model: str) -> bool:
         return patterns_allow(self.model_patterns, model)
+
+    def token_limits(self, settings: GatewaySettings) -> TokenLimits:
+        return TokenLimits(
+            settings.default_max_tokens, settings.max_tokens_limit, self.max_output_tokens
+        )
 
 
 def load_key(secret: str) -> KeyInfo | None:
@@ -85,6 +93,7 @@ def load_key(secret: str) -> KeyInfo | None:
         tenant_rpm=key.tenant.rpm_limit,
         tenant_tpm=key.tenant.tpm_limit,
         key_budget=key.monthly_budget,
+        max_output_tokens=tier.max_output_tokens,
         expires_at=key.expires_at,
     )
 

@@ -35,6 +35,7 @@ from django.db.models import DateTimeField, DecimalField, Field
 
 from llmserver.runtime.db import run_db
 from tenants.budget import cache as spend_cache
+from tenants.endpoints import Endpoint
 from tenants.models import ApiKey, CostRule, UsageRecord, UsageStatus
 from tenants.models.rules import rule_in_force
 
@@ -64,6 +65,7 @@ class UsageDraft:
     completion_tokens: int = 0
     status: UsageStatus = UsageStatus.OK
     error_type: str = ""
+    endpoint: str = Endpoint.CHAT
 
 
 def storable(value: str, width: int) -> str:
@@ -109,6 +111,7 @@ def price(drafts: list[UsageDraft]) -> list[UsageRecord]:
                 cost=cost,
                 status=d.status,
                 error_type=_fit("error_type", d.error_type),
+                endpoint=d.endpoint,
             )
         )
     return records

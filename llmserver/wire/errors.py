@@ -53,6 +53,16 @@ def model_not_found(model: str) -> ApiError:
     )
 
 
+def endpoint_not_served(model: str, endpoint: str) -> ApiError:
+    return ApiError(
+        404,
+        f"The model '{model}' is not served on this endpoint ({endpoint}); the routes that "
+        "serve it declare which endpoints they serve.",
+        param="model",
+        code="model_not_found",
+    )
+
+
 def model_not_allowed(model: str) -> ApiError:
     return ApiError(
         403,
@@ -181,3 +191,24 @@ def internal_error() -> ApiError:
     return ApiError(
         500, "The gateway failed; this has been logged.", "server_error", code="internal_error"
     )
+
+
+# Anthropic's error types by status (https://docs.anthropic.com/en/api/errors), for /v1/messages.
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+
+def anthropic_error(exc: ApiError) -> dict[str, object]:
+    """`exc` in Anthropic's error shape, as its SDKs read it: the type from the status."""
+    kind = ANTHROPIC_TYPES.get(exc.status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": exc.message}}

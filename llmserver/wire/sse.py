@@ -20,18 +20,27 @@ class EventSplitter:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The `data` payloads of every event completed by this chunk."""
+        return [payload for _, payload in self.feed_named(chunk)]
+
+    def feed_named(self, chunk: bytes) -> list[tuple[bytes | None, bytes]]:
+        """(name, data) of every event completed by this chunk; name None where the event has
+        no `event:` line (OpenAI's chat and completions streams name none)."""
         data = self._buffer + chunk
         if b"\r\n" in data:
             data = data.replace(b"\r\n", b"\n")
         *events, self._buffer = data.split(b"\n\n")
-        payloads = []
+        out: list[tuple[bytes | None, bytes]] = []
         for event in events:
-            lines = [
-                line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")
-            ]
+            name: bytes | None = None
+            lines = []
+            for line in event.split(b"\n"):
+                if line.startswith(b"data:"):
+                    lines.append(line[5:].lstrip(b" "))
+                elif line.startswith(b"event:"):
+                    name = line[6:].strip()
             if lines:
-                payloads.append(b"\n".join(lines))
-        return payloads
+                out.append((name, b"\n".join(lines)))
+        return out
 
 
 def usage_of(payload: bytes) -> dict[str, Any] | None:
@@ -54,5 +63,7 @@ def is_usage_only(payload: bytes) -> bool:
     return isinstance(data, dict) and data.get("choices") == [] and "usage" in data
 
 
-def frame(payload: bytes) -> bytes:
+def frame(payload: bytes, name: bytes | None = None) -> bytes:
+    if name is not None:
+        return b"event: " + name + b"\ndata: " + payload + b"\n\n"
     return b"data: " + payload + b"\n\n"

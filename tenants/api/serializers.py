@@ -18,7 +18,7 @@ class UsageQuery(serializers.Serializer[Any]):
     end = serializers.DateField(required=False, help_text="Last UTC day (inclusive).")
     model = serializers.CharField(required=False, default="", max_length=128)
     user = serializers.CharField(required=False, default="", max_length=128)
-    group_by = serializers.ChoiceField(choices=["day", "model", "user"], default="day")
+    group_by = serializers.ChoiceField(choices=["day", "model", "user", "endpoint"], default="day")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         today = timezone.now().date()
@@ -35,6 +35,7 @@ class UsageRow(serializers.Serializer[Any]):
     day = serializers.DateField(required=False)
     model = serializers.CharField(required=False)
     user = serializers.CharField(required=False)
+    endpoint = serializers.CharField(required=False)
     requests = serializers.IntegerField()
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()

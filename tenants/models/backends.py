@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
+
+from tenants.endpoints import Endpoint, parse_endpoints
+
+
+def validate_endpoints(text: str) -> None:
+    try:
+        parse_endpoints(text)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from None
 
 
 class BackendKind(models.TextChoices):
@@ -112,6 +122,15 @@ class ModelRoute(models.Model):
         blank=True,
         help_text="The backend's own model name; blank: the public name.",
     )
+    endpoints = models.CharField(
+        max_length=128,
+        blank=True,
+        validators=[validate_endpoints],
+        help_text="The API endpoints this backend serves the model on, comma-separated (chat, "
+        "completions, embeddings, responses, messages). Blank: what its kind serves for a "
+        "generation model (chat and completions; vLLM also responses and messages). An "
+        "embedding model: 'embeddings'.",
+    )
     enabled = models.BooleanField(default=True)
 
     class Meta:
@@ -122,6 +141,10 @@ class ModelRoute(models.Model):
 
     def __str__(self) -> str:
         return f"{self.public_name} -> {self.backend.name}"
+
+    def declared_endpoints(self) -> frozenset[Endpoint]:
+        """What the operator declared; empty: the backend kind's own."""
+        return parse_endpoints(self.endpoints)
 
     @property
     def effective_upstream_model(self) -> str:

@@ -93,6 +93,15 @@ class Tier(models.Model):
         "each further period, so it is never starved; 0: never. Blank: the gateway's "
         "SCHEDULER_AGING_SECONDS.",
     )
+    max_output_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="The most tokens one answer of this tier may ask for: a request asking more "
+        "is refused (400, naming this limit), and one that names no maximum is sent with this "
+        "one. Blank: no limit of the tier's own; a request without max_tokens runs to the "
+        "engine's own end (the model's context).",
+    )
     rpm_per_key = models.PositiveIntegerField(
         null=True,
         blank=True,

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db import models
 
+from tenants.endpoints import Endpoint
 from tenants.models.keys import ApiKey
 from tenants.models.tenants import Tenant
 from tenants.models.tiers import Band
@@ -20,6 +21,12 @@ class UsageStatus(models.TextChoices):
 
 class UsageRecord(models.Model):
     request_id = models.CharField(max_length=64, unique=True)
+    endpoint = models.CharField(
+        max_length=16,
+        choices=[(e.value, e.value) for e in Endpoint],
+        default=Endpoint.CHAT.value,
+        help_text="The API endpoint the request came through.",
+    )
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="usage")
     api_key = models.ForeignKey(
         ApiKey, on_delete=models.SET_NULL, null=True, blank=True, related_name="usage"

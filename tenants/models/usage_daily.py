@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from tenants.endpoints import Endpoint
 from tenants.models.tenants import Tenant
 from tenants.models.tiers import Band
 from tenants.models.usage import UsageStatus
@@ -20,6 +21,9 @@ class UsageDaily(models.Model):
     model = models.CharField(max_length=128)
     band = models.IntegerField(choices=Band.choices)
     status = models.CharField(max_length=10, choices=UsageStatus.choices)
+    endpoint = models.CharField(
+        max_length=16, choices=[(e.value, e.value) for e in Endpoint], default=Endpoint.CHAT.value
+    )
     requests = models.PositiveIntegerField(default=0)
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
@@ -31,7 +35,7 @@ class UsageDaily(models.Model):
         verbose_name_plural = "daily usage"
         constraints = [
             models.UniqueConstraint(
-                fields=["day", "tenant", "user", "model", "band", "status"],
+                fields=["day", "tenant", "user", "model", "band", "status", "endpoint"],
                 name="one_usage_daily_row",
             )
         ]

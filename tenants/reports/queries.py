@@ -28,6 +28,7 @@ DIMENSIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] 
     "model": (("model",), ("model",), ("model",)),
     "day": (("day",), ("day",), ("day",)),
     "status": (("status",), ("status",), ("status",)),
+    "endpoint": (("endpoint",), ("endpoint",), ("endpoint",)),
 }
 
 

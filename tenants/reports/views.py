@@ -34,6 +34,7 @@ TABLES: dict[str, tuple[str, list[str]]] = {
     "models": ("Usage per model", ["model", *MEASURES]),
     "days": ("Usage per day (UTC)", ["day", *MEASURES]),
     "statuses": ("Requests by status", ["status", *MEASURES]),
+    "endpoints": ("Usage per API endpoint", ["endpoint", *MEASURES]),
     "errors": ("Failures and refusals by type", ["status", "error_type", "requests"]),
     "latency": (
         "Queue wait and time to first token per band (seconds)",
@@ -60,6 +61,7 @@ DIMENSION = {
     "models": "model",
     "days": "day",
     "statuses": "status",
+    "endpoints": "endpoint",
 }
 
 

@@ -208,10 +208,10 @@ async def test_prompts_are_tokenized_by_the_next_publisher_while_the_first_one_i
     dead_publisher_first: RunningSimulator,
 ) -> None:
     from llmserver.runtime.gateway import get_gateway, reset_gateway
-    from llmserver.wire.validation import validate
+    from llmserver.wire.validation import TokenLimits, validate
 
     data = {"model": MODEL, "messages": asking("Which plan am I on?"), "max_tokens": 4}
-    req = validate("chat", data, default_max_tokens=16, max_tokens_limit=4096)
+    req = validate("chat", data, TokenLimits(16, 4096))
     start = {"model": MODEL, "messages": data["messages"][:-1]}
     async with httpx.AsyncClient(base_url=dead_publisher_first.url) as direct:
         tokenized = (await direct.post("/tokenize", json=start)).json()["tokens"]
@@ -229,11 +229,11 @@ async def test_a_chats_shared_start_is_tokenized_once(
     """The system prompt's blocks come from memory for the next question: no round trip, so
     they are there even while no publisher answers."""
     from llmserver.runtime.gateway import get_gateway, reset_gateway
-    from llmserver.wire.validation import validate
+    from llmserver.wire.validation import TokenLimits, validate
 
     def chat(question: str) -> Any:
         data = {"model": MODEL, "messages": asking(question), "max_tokens": 4}
-        return validate("chat", data, default_max_tokens=16, max_tokens_limit=4096)
+        return validate("chat", data, TokenLimits(16, 4096))
 
     gw = await get_gateway()
     try:

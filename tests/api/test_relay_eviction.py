@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from llmserver.backends.kinds import profile
 from llmserver.pipeline.relay import Relay
 from llmserver.pipeline.resume import Preempted
 from llmserver.wire.validation import CompletionRequest
@@ -57,6 +58,7 @@ class Upstream:
     """The last chunk of an answer: its final token with a finish reason, then the usage."""
 
     kind = "vllm"
+    profile = profile("vllm")
 
     async def stream_chat(
         self, path: str, body: dict[str, Any], **kw: Any

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from llmserver.wire.errors import ApiError
-from llmserver.wire.validation import parse_json, validate
+from llmserver.wire.validation import TokenLimits, parse_json, validate
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
 def check(data: dict, kind: str = "chat"):
-    return validate(kind, data, default_max_tokens=16, max_tokens_limit=1000)
+    return validate(kind, data, TokenLimits(16, 1000))
 
 
 def error_of(data: dict, kind: str = "chat") -> ApiError:
@@ -20,9 +20,55 @@ def error_of(data: dict, kind: str = "chat") -> ApiError:
     return info.value
 
 
-def test_a_minimal_chat_request_gets_the_default_max_tokens():
+def test_a_request_without_max_tokens_is_sent_without_one_and_estimated_at_the_default():
     req = check(CHAT)
-    assert (req.model, req.stream, req.max_tokens, req.body["max_tokens"]) == ("m", False, 16, 16)
+    assert (req.model, req.stream, req.max_tokens) == ("m", False, 16)
+    assert "max_tokens" not in req.body and "max_completion_tokens" not in req.body
+
+
+def test_a_request_without_max_tokens_is_sent_its_tiers_maximum():
+    req = validate("chat", CHAT, TokenLimits(16, 1000, tier=300))
+    assert (req.max_tokens, req.body["max_tokens"]) == (300, 300)
+
+
+def test_asking_more_than_the_tiers_maximum_is_a_400_that_names_the_maximum():
+    with pytest.raises(ApiError) as info:
+        validate("chat", {**CHAT, "max_tokens": 301}, TokenLimits(16, 1000, tier=300))
+    assert (info.value.status, info.value.param) == (400, "max_tokens")
+    assert "at most 300" in info.value.message
+
+
+def test_max_completion_tokens_is_kept_under_its_own_name():
+    req = check({**CHAT, "max_completion_tokens": 40})
+    assert (req.max_tokens, req.body["max_completion_tokens"]) == (40, 40)
+    assert "max_tokens" not in req.body
+
+
+def test_several_choices_are_estimated_as_that_many_answers():
+    req = check({**CHAT, "n": 3, "max_tokens": 10})
+    assert (req.n, req.most_output_tokens, req.body["n"]) == (3, 30, 3)
+
+
+def test_an_embeddings_request_is_counted_by_its_input_and_generates_nothing():
+    req = check({"model": "e", "input": ["abcd" * 10, "efgh" * 10]}, "embeddings")
+    assert (req.kind, req.stream, req.most_output_tokens) == ("embeddings", False, 0)
+    assert req.estimated_prompt_tokens == 20
+
+
+@pytest.mark.parametrize(
+    ("patch", "param"),
+    [
+        ({"input": ""}, "input"),
+        ({"input": []}, "input"),
+        ({"input": [1, "a"]}, "input"),
+        ({"input": [[1], []]}, "input"),
+        ({"encoding_format": "hex"}, "encoding_format"),
+        ({"dimensions": 0}, "dimensions"),
+    ],
+)
+def test_a_bad_embeddings_field_is_a_400_that_names_it(patch, param):
+    error = error_of({"model": "e", "input": "hi", **patch}, "embeddings")
+    assert (error.status, error.param) == (400, param)
 
 
 def test_unknown_fields_pass_through_to_the_backend():
@@ -57,7 +103,9 @@ def test_service_tier_flex_asks_for_the_batch_band():
         ({"top_p": 1.5}, "top_p"),
         ({"stream": "yes"}, "stream"),
         ({"stop": [1, 2]}, "stop"),
-        ({"n": 3}, "n"),
+        ({"n": 0}, "n"),
+        ({"n": 129}, "n"),
+        ({"n": 2.0}, "n"),
         ({"user": 42}, "user"),
         ({"service_tier": "gold"}, "service_tier"),
         ({"stream_options": {"include_usage": True}}, "stream_options"),
@@ -76,11 +124,6 @@ def test_completions_need_a_prompt():
 
 def test_stream_options_are_read_when_streaming():
     assert check({**CHAT, "stream": True, "stream_options": {"include_usage": True}}).include_usage
-
-
-def test_max_completion_tokens_is_accepted_as_max_tokens():
-    req = check({**CHAT, "max_completion_tokens": 7})
-    assert req.max_tokens == 7 and "max_completion_tokens" not in req.body
 
 
 def test_the_same_prompt_start_gives_the_same_prefix_blocks():

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from tests.reports.operators import operator
-from tests.reports.usage_data import load
+from tests.reports.usage_data import at, load, record
 
 RANGE = "start=2025-03-01&end=2025-03-03"
 
@@ -80,12 +80,33 @@ def test_it_limits_every_table_to_one_tenant_on_request(staff: Client) -> None:
 
 
 @pytest.mark.parametrize(
-    "table", ["tenants", "users", "models", "days", "statuses", "errors", "latency", "budgets"]
+    "table",
+    ["tenants", "users", "models", "days", "statuses", "endpoints", "errors", "latency", "budgets"],
 )
 def test_it_offers_csv_for_every_table(staff: Client, table: str) -> None:
     response = staff.get(f"/admin/reports/{table}.csv?{RANGE}")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
     assert f"/admin/reports/{table}.csv?" in staff.get(f"/admin/reports/?{RANGE}").content.decode()
+
+
+def test_it_splits_usage_by_the_api_endpoint(staff: Client, cast: Any) -> None:
+    record(
+        "e1",
+        cast.acme,
+        "alice",
+        "llama",
+        at(3, 2),
+        500,
+        0,
+        api_key=cast.alice,
+        endpoint="embeddings",
+    )
+    body = rows(staff.get(f"/admin/reports/endpoints.csv?{RANGE}"))
+    assert [r[:3] for r in body[1:]] == [
+        ["chat", "7", "18000"],
+        ["embeddings", "1", "500"],
+        ["total", "8", "18500"],
+    ]
 
 
 def test_it_answers_404_for_an_unknown_table(staff: Client) -> None:

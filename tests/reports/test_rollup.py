@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from tenants.models import UsageDaily, UsageRecord
 from tenants.reports.queries import UsageFilter, usage_by, usage_totals
-from tests.reports.usage_data import END, START, load
+from tests.reports.usage_data import END, START, at, load, record
 
 
 def rollup(*args: str) -> str:
@@ -24,7 +24,9 @@ def rollup(*args: str) -> str:
 def test_it_keeps_the_reports_identical_after_rolling_up(cast: Any) -> None:
     load(cast)
     flt = UsageFilter(START, END)
-    before = {d: usage_by(d, flt) for d in ("tenant", "user", "model", "day", "status")}
+    record("e1", cast.acme, "alice", "llama", at(3, 2), 500, 0, endpoint="embeddings")
+    dimensions = ("tenant", "user", "model", "day", "status", "endpoint")
+    before = {d: usage_by(d, flt) for d in dimensions}
     totals = usage_totals(flt)
     rollup("--older-than", "60")
     assert UsageRecord.objects.count() == 0

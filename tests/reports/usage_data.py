@@ -68,6 +68,7 @@ def record(
     wait: float | None = 1.0,
     ttft: float | None = 2.0,
     api_key: ApiKey | None = None,
+    endpoint: str = "chat",
 ) -> UsageRecord:
     """One usage row priced as the usage writer prices it: at the time it was queued."""
     rule = CostRule.objects.price_at(model, queued_at)
@@ -88,6 +89,7 @@ def record(
         completion_tokens=completion,
         cost=cost,
         status=status,
+        endpoint=endpoint,
     )
 
 

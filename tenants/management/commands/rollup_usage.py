@@ -57,7 +57,7 @@ class Command(BaseCommand):
         since = datetime.combine(day, time.min, tzinfo=UTC)
         qs = UsageRecord.objects.filter(queued_at__gte=since, queued_at__lt=since + timedelta(1))
         groups = (
-            qs.values("tenant_id", "user", "model", "band", "status")
+            qs.values("tenant_id", "user", "model", "band", "status", "endpoint")
             .annotate(
                 n=Count("id"),
                 p=Sum("prompt_tokens"),
@@ -75,6 +75,7 @@ class Command(BaseCommand):
                 model=g["model"],
                 band=g["band"],
                 status=g["status"],
+                endpoint=g["endpoint"],
             )
             row.requests += g["n"]
             row.prompt_tokens += g["p"] or 0
