@@ -59,6 +59,8 @@ class GatewaySettings:
     client_idle_timeout: float = 60.0
     metrics_token: str = ""
     metrics_allow: tuple[str, ...] = ()
+    # Browser pages (origins, or "*") that may call /v1 (llmserver/api/cors.py); empty: no CORS.
+    cors_allowed_origins: tuple[str, ...] = ()
     access_log: bool = True
     # Where RPM/TPM windows live: Redis (shared by every gateway process) or, empty, memory.
     rate_limit_redis_url: str = ""
@@ -83,6 +85,7 @@ class GatewaySettings:
         if "scheduler_transport" in options:
             options["scheduler_transport"] = SchedulerTransportKind(options["scheduler_transport"])
         options["metrics_allow"] = tuple(options.get("metrics_allow", ()))
+        options["cors_allowed_origins"] = tuple(options.get("cors_allowed_origins", ()))
         return cls(**options)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import django_stubs_ext
 
+from llmserver.api.cors import allowed_origins
 from llmserver.conf import DEFAULTS as D
 from llmserver.conf import SchedulerTransportKind
 from llmserver.env import (
@@ -175,6 +176,9 @@ LLMSERVER = {
     "CLIENT_IDLE_TIMEOUT": env_float("CLIENT_IDLE_TIMEOUT", D.client_idle_timeout, minimum=0.1),
     "METRICS_TOKEN": env_str("METRICS_TOKEN", D.metrics_token),
     "METRICS_ALLOW": env_cidrs("METRICS_ALLOW"),
+    "CORS_ALLOWED_ORIGINS": allowed_origins(
+        env_list("CORS_ALLOWED_ORIGINS", list(D.cors_allowed_origins))
+    ),
     "ACCESS_LOG": env_bool("ACCESS_LOG", D.access_log),
     "RATE_LIMIT_REDIS_URL": REDIS_URL,
     # One scheduler for many processes (docs/DEPLOYMENT.md): "redis" needs REDIS_URL.

@@ -23,16 +23,19 @@ from llmserver.api.auth import authenticate, bearer
 from llmserver.pipeline.completion import Completion, new_request_id
 from llmserver.runtime.gateway import Gateway, get_gateway
 from llmserver.runtime.keys import KeyInfo
+from llmserver.wire.agent_apis import validate_messages, validate_responses
 from llmserver.wire.errors import (
     ApiError,
+    anthropic_error,
     internal_error,
     method_not_allowed,
     model_not_found,
+    shutting_down,
     too_large,
     unknown_endpoint,
 )
 from llmserver.wire.sse import frame
-from llmserver.wire.validation import parse_json, validate
+from llmserver.wire.validation import CompletionRequest, TokenLimits, parse_json, validate
 
 log = logging.getLogger(__name__)
 JSON = [(b"content-type", b"application/json")]
@@ -114,8 +117,8 @@ class CompletionSink:
         extra = [(k.encode(), v.encode()) for k, v in headers.items()]
         await self.consumer.send_headers(status=status, headers=(SSE if stream else JSON) + extra)
 
-    async def event(self, payload: bytes) -> None:
-        await self.consumer.send_body(frame(payload), more_body=True)
+    async def event(self, payload: bytes, name: bytes | None = None) -> None:
+        await self.consumer.send_body(frame(payload, name), more_body=True)
 
     async def queued(self, request_id: str, position: int, eta_s: float) -> None:
         """An SSE comment line: OpenAI's SDKs skip those, raw clients can read it."""
@@ -194,12 +197,7 @@ class CompletionsConsumer(JsonHttpConsumer):
             gw: Gateway = await get_gateway()
             key = await authenticate(gw, bearer(self.scope.get("headers", [])))
             data = parse_json(raw, _header(self.scope, b"content-type"))
-            req = validate(
-                self.kind,
-                data,
-                default_max_tokens=gw.settings.default_max_tokens,
-                max_tokens_limit=gw.settings.max_tokens_limit,
-            )
+            req = self.parse(data, key.token_limits(gw.settings))
             completion = Completion(gw, key, req, CompletionSink(self), request_id)
             await completion.run()
         except ApiError as exc:
@@ -214,6 +212,9 @@ class CompletionsConsumer(JsonHttpConsumer):
                 with contextlib.suppress(Exception):
                     await completion.relay.fail(internal_error())
 
+    def parse(self, data: dict[str, Any], limits: TokenLimits) -> CompletionRequest:
+        return validate(self.kind, data, limits)
+
 
 class ChatCompletionsConsumer(CompletionsConsumer):
     kind = "chat"
@@ -221,6 +222,38 @@ class ChatCompletionsConsumer(CompletionsConsumer):
 
 class TextCompletionsConsumer(CompletionsConsumer):
     kind = "completions"
+
+
+class EmbeddingsConsumer(CompletionsConsumer):
+    """POST /v1/embeddings: queued, gated and billed as a completion is (by its input tokens)."""
+
+    kind = "embeddings"
+
+
+class ResponsesConsumer(CompletionsConsumer):
+    """POST /v1/responses (OpenAI's Responses API, as vLLM serves it): through the queue as a
+    chat is; its stream's named events relayed as they come."""
+
+    kind = "responses"
+
+    def parse(self, data: dict[str, Any], limits: TokenLimits) -> CompletionRequest:
+        return validate_responses(data, limits)
+
+
+class MessagesConsumer(CompletionsConsumer):
+    """POST /v1/messages (Anthropic's Messages API, as vLLM serves it), errors in Anthropic's
+    shape, so that Anthropic's SDKs and the coding agents built on them read them."""
+
+    kind = "messages"
+
+    def parse(self, data: dict[str, Any], limits: TokenLimits) -> CompletionRequest:
+        return validate_messages(data, limits)
+
+    async def send_error(self, exc: ApiError, request_id: str | None = None) -> None:
+        headers = dict(exc.headers)
+        if request_id:
+            headers["request-id"] = headers["x-request-id"] = request_id
+        await self.send_json(exc.status, anthropic_error(exc), headers)
 
 
 def model_object(name: str) -> dict[str, object]:
@@ -312,3 +345,28 @@ class ReadyConsumer(HealthConsumer):
     scheduler can be reached; `scheduler` names its state (see `Gateway.scheduler_state`)."""
 
     ready_check = True
+
+
+class ServingConsumer(HealthConsumer):
+    """GET /health, as vLLM answers it (`health` in vllm/entrypoints/openai/api_server.py: an empty
+    200, 503 once its engine is dead) and load tools expect: an empty 200 while the gateway
+    serves; while it drains, the 503 `shutting_down` with Retry-After that new completions get.
+    /readyz also asks for a usable backend; this does not, as vLLM's does not ask for a request
+    slot."""
+
+    async def handle(self, body: bytes) -> None:
+        try:
+            gw = await get_gateway()
+        except Exception:
+            failed = ApiError(
+                503,
+                "The gateway did not start; /readyz says why.",
+                "server_error",
+                code="not_started",
+            )
+            await self.send_error(failed)
+            return
+        if gw.inflight.draining:
+            await self.send_error(shutting_down())
+            return
+        await self.send_response(200, b"", headers=[(b"content-length", b"0")])
