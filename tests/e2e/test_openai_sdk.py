@@ -38,7 +38,7 @@ def test_a_text_completion_works(client):
 
 
 def test_the_model_list_shows_what_the_key_may_use(client):
-    assert [m.id for m in client.models.list()] == [MODEL]
+    assert [m.id for m in client.models.list()] == ["demo-embed", MODEL]
 
 
 def test_a_bad_key_is_an_authentication_error(e2e_gateway):

@@ -77,6 +77,16 @@ def test_add_backend_routes_models_with_upstream_names(db):
     assert backend.effective_metrics_url == "http://127.0.0.1:9000/metrics"
 
 
+def test_add_backend_declares_the_endpoints_its_routes_serve(db):
+    run("add_backend", "emb", "http://127.0.0.1:9000", "--model", "e5", "--endpoints", "embeddings")
+    assert ModelRoute.objects.get(public_name="e5").declared_endpoints() == {"embeddings"}
+
+
+def test_add_backend_refuses_an_unknown_endpoint(db):
+    with pytest.raises(CommandError, match="unknown endpoint 'images'"):
+        run("add_backend", "x", "http://127.0.0.1:9000", "--model", "m", "--endpoints", "images")
+
+
 def test_add_backend_refuses_a_bad_url(db):
     with pytest.raises(CommandError, match="not an http"):
         run("add_backend", "gpu1", "ftp://x")

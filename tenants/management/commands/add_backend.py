@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import URLValidator
 from django.db import transaction
 
+from tenants.endpoints import parse_endpoints
 from tenants.models import Backend, BackendKind, ModelRoute
 
 
@@ -47,6 +48,12 @@ class Command(BaseCommand):
             help="Bind the events endpoint; the server connects to it (vLLM without a wildcard).",
         )
         parser.add_argument(
+            "--endpoints",
+            default="",
+            help="The endpoints the server serves the --model routes on, comma-separated "
+            "(chat, completions, embeddings, responses, messages); default: its kind's.",
+        )
+        parser.add_argument(
             "--priority-scheduling",
             action="store_true",
             help="The server schedules by priority (vLLM --scheduling-policy priority).",
@@ -68,6 +75,10 @@ class Command(BaseCommand):
                     check(options["kv_events_endpoint"])
             except ValidationError as exc:
                 raise CommandError(f"--kv-events-endpoint: {exc.messages[0]}") from None
+        try:
+            parse_endpoints(options["endpoints"])
+        except ValueError as exc:
+            raise CommandError(f"--endpoints: {exc}") from None
         if options["max_in_flight"] < 1:
             raise CommandError("--max-in-flight must be at least 1.")
         with transaction.atomic():
@@ -91,7 +102,9 @@ class Command(BaseCommand):
                 if not public:
                     raise CommandError(f"--model {spec!r}: the public name is empty.")
                 ModelRoute.objects.update_or_create(
-                    public_name=public, backend=backend, defaults={"upstream_model": upstream}
+                    public_name=public,
+                    backend=backend,
+                    defaults={"upstream_model": upstream, "endpoints": options["endpoints"]},
                 )
         verb = "Created" if created else "Updated"
         models = ", ".join(r.public_name for r in backend.routes.all()) or "no models yet"
