@@ -238,9 +238,7 @@ class Relay:
         evict: Evictable | None,
         can_resume: bool,
     ) -> None:
-        rename = None
-        if upstream_model != self.req.model:
-            rename = (json.dumps(upstream_model).encode(), json.dumps(self.req.model).encode())
+        rename = self._model_rename(upstream_model)
         splitter = EventSplitter()
         upstream = client.stream_chat(path, body, priority=priority, request_id=self.request_id)
         async with contextlib.aclosing(upstream) as chunks:
@@ -265,6 +263,12 @@ class Relay:
         await self.sink.event(DONE)
         await self.sink.finish()
 
+    def _model_rename(self, upstream_model: str) -> tuple[bytes, bytes] | None:
+        """The backend's model name to the public one, in every event (None: they are one)."""
+        if upstream_model == self.req.model:
+            return None
+        return (json.dumps(upstream_model).encode(), json.dumps(self.req.model).encode())
+
     async def _stream_named(
         self,
         client: UpstreamClient,
@@ -278,9 +282,7 @@ class Relay:
         """A named-event stream, relayed event by event with its names. Such a stream is never
         continued after a pause (nothing continues a Responses or Messages answer): once it has
         begun it declines an eviction."""
-        rename = None
-        if upstream_model != self.req.model:
-            rename = (json.dumps(upstream_model).encode(), json.dumps(self.req.model).encode())
+        rename = self._model_rename(upstream_model)
         splitter = EventSplitter()
         upstream = client.stream_chat(path, body, priority=priority, request_id=self.request_id)
         async with contextlib.aclosing(upstream) as chunks:
