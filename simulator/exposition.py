@@ -309,6 +309,10 @@ class SimulatorCollector(Collector):
             s.prefix_hits,
             None,
         )
+        yield from self._sglang_histograms(lab)
+
+    def _sglang_histograms(self, lab: dict[str, str]) -> Iterator[Metric]:
+        s = self.engine.stats
         yield _histogram(
             "sglang:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",

@@ -104,9 +104,9 @@ def _messages(body: dict[str, Any]) -> list[Any]:
     return messages
 
 
-def parse(raw: bytes, spec: ModelSpec) -> tuple[SimRequest, ResponsesStream]:
-    body = json_body(raw)
-    # `ResponsesRequest`'s model validators, which raise before the fields are read.
+def _model_validators(body: dict[str, Any]) -> tuple[bool, Any, list[Any]]:
+    """`ResponsesRequest`'s model validators, which raise before the fields are read:
+    (background, the tool choice in force, the tools)."""
     store = bool_field(body, "store", True)
     background = bool_field(body, "background", False)
     if background and not store:
@@ -126,6 +126,60 @@ def parse(raw: bytes, spec: ModelSpec) -> tuple[SimRequest, ResponsesStream]:
             raise vllm_error(
                 "Tool choice 'function' not found in 'tools' parameter.", "tool_choice"
             )
+    return background, tool_choice, tools
+
+
+def _response_object(
+    body: dict[str, Any],
+    spec: ModelSpec,
+    background: bool,
+    tool_choice: Any,
+    tools: list[Any],
+    max_tokens: int,
+) -> dict[str, Any]:
+    """`ResponsesResponse.from_request` while it runs: no output, no usage yet."""
+    temperature = float_field(body, "temperature")
+    top_p = float_field(body, "top_p")
+    request_id = body.get("request_id")
+    return {
+        "id": request_id if isinstance(request_id, str) else f"resp_{uuid.uuid4().hex}",
+        "created_at": int(time.time()),
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "metadata": body.get("metadata"),
+        "model": spec.name,
+        "object": "response",
+        "output": [],
+        "parallel_tool_calls": bool_field(body, "parallel_tool_calls", True),
+        "temperature": 1.0 if temperature is None else temperature,
+        "tool_choice": tool_choice,
+        "tools": tools,
+        "top_p": 1.0 if top_p is None else top_p,
+        "background": background,
+        "max_output_tokens": max_tokens,
+        "max_tool_calls": body.get("max_tool_calls"),
+        "previous_response_id": None,
+        "prompt": None,
+        "reasoning": body.get("reasoning"),
+        "service_tier": body.get("service_tier", "auto"),
+        "status": "in_progress",
+        "text": body.get("text"),
+        "top_logprobs": None,
+        "truncation": body.get("truncation") or "disabled",
+        "usage": None,
+        "user": body.get("user"),
+        "presence_penalty": float_field(body, "presence_penalty") or 0.0,
+        "frequency_penalty": float_field(body, "frequency_penalty") or 0.0,
+        "kv_transfer_params": None,
+        "ec_transfer_params": None,
+        "input_messages": None,
+        "output_messages": None,
+    }
+
+
+def parse(raw: bytes, spec: ModelSpec) -> tuple[SimRequest, ResponsesStream]:
+    body = json_body(raw)
+    background, tool_choice, tools = _model_validators(body)
     # The fields.
     if "input" not in body:
         raise missing("input", body)
@@ -134,7 +188,7 @@ def parse(raw: bytes, spec: ModelSpec) -> tuple[SimRequest, ResponsesStream]:
         raise validation_error("input", "union_type", msg, body["input"])
     requested = int_field(body, "max_output_tokens", None)
     temperature = float_field(body, "temperature")
-    top_p = float_field(body, "top_p")
+    float_field(body, "top_p")  # checked here, in vLLM's order; echoed by the response
     priority = int_field(body, "priority", 0) or 0
     stream = bool_field(body, "stream", False)
     truncation = body.get("truncation") or "disabled"
@@ -166,41 +220,7 @@ def parse(raw: bytes, spec: ModelSpec) -> tuple[SimRequest, ResponsesStream]:
         )
     max_tokens = get_max_tokens(len(prompt_tokens), requested, spec.max_model_len)
     check_sampling(1, temperature, max_tokens)
-    request_id = body.get("request_id")
-    response = {
-        "id": request_id if isinstance(request_id, str) else f"resp_{uuid.uuid4().hex}",
-        "created_at": int(time.time()),
-        "incomplete_details": None,
-        "instructions": body.get("instructions"),
-        "metadata": body.get("metadata"),
-        "model": spec.name,
-        "object": "response",
-        "output": [],
-        "parallel_tool_calls": bool_field(body, "parallel_tool_calls", True),
-        "temperature": 1.0 if temperature is None else temperature,
-        "tool_choice": tool_choice,
-        "tools": tools,
-        "top_p": 1.0 if top_p is None else top_p,
-        "background": background,
-        "max_output_tokens": max_tokens,
-        "max_tool_calls": body.get("max_tool_calls"),
-        "previous_response_id": None,
-        "prompt": None,
-        "reasoning": body.get("reasoning"),
-        "service_tier": body.get("service_tier", "auto"),
-        "status": "in_progress",
-        "text": body.get("text"),
-        "top_logprobs": None,
-        "truncation": truncation,
-        "usage": None,
-        "user": body.get("user"),
-        "presence_penalty": float_field(body, "presence_penalty") or 0.0,
-        "frequency_penalty": float_field(body, "frequency_penalty") or 0.0,
-        "kv_transfer_params": None,
-        "ec_transfer_params": None,
-        "input_messages": None,
-        "output_messages": None,
-    }
+    response = _response_object(body, spec, background, tool_choice, tools, max_tokens)
     req = SimRequest(
         chat=True,
         prompt_tokens=prompt_tokens,
