@@ -79,12 +79,12 @@ class Completion:
             if gw.inflight.draining:
                 raise shutting_down()
             tokens = self.req.estimated_prompt_tokens + self.req.most_output_tokens
-            self.rate_headers = await check_rates(gw.rate_window, self.key, tokens)
+            self.rate_headers = await check_rates(gw.limits.rates, self.key, tokens)
             admission = await admit(
                 self.key,
                 self.req,
                 gw.pool(self.req.model, Endpoint(self.req.kind)),
-                gw.reservations,
+                gw.limits.holds,
                 self.request_id,
                 self.pricing.prices,
             )

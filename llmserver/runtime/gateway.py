@@ -24,11 +24,10 @@ from llmserver.runtime.config_watch import ConfigWatch
 from llmserver.runtime.eta import Estimates
 from llmserver.runtime.inflight import InFlight
 from llmserver.runtime.keys import KeyCache
+from llmserver.runtime.limits import AdmissionLimits
 from llmserver.runtime.observability import GatewayMetrics, KvEventsCollector
 from llmserver.runtime.pricing import Pricing
 from llmserver.runtime.prompt_tokens import PromptKeyer
-from llmserver.runtime.ratelimit import sliding_window
-from llmserver.runtime.reservations import reservations
 from llmserver.runtime.snapshots import SnapshotPublisher
 from llmserver.runtime.usage import UsageWriter
 from scheduling import CostPolicy, SchedulerConfig, SchedulerService, SchedulerSnapshot
@@ -44,14 +43,9 @@ class Gateway:
         self.settings = conf = conf or gateway_settings()
         self.clock = clock
         self.keys = KeyCache(conf.key_cache_seconds, clock=clock)
-        self.reservations = reservations(
-            conf.rate_limit_redis_url, f"{conf.cluster_prefix}:reservations:"
-        )
-        self.rate_window = sliding_window(
-            conf.rate_limit_redis_url, f"{conf.cluster_prefix}:ratelimit:"
-        )
+        self.limits = AdmissionLimits.from_settings(conf)
         self.usage = UsageWriter(
-            conf.usage_flush_interval, conf.usage_batch_size, self.reservations.release
+            conf.usage_flush_interval, conf.usage_batch_size, self.limits.holds.release
         )
         self.metrics = GatewayMetrics(self.snapshot, self.usage)
         # The one seam to a scheduler elsewhere: in this process (the default, no Redis), or
@@ -91,7 +85,7 @@ class Gateway:
         await self.config_watch.start()
         work: list[Coroutine[Any, Any, None]] = [
             self.usage.run(),
-            self.reservations.run(),
+            self.limits.holds.run(),
             self.config_watch.run_reloads(),
             self.config_watch.run_watch(),
             self.publisher.run(),
@@ -117,8 +111,7 @@ class Gateway:
         await self.backends.aclose()
         await self.scheduler.stop()
         await self.usage.flush_once()
-        await self.rate_window.aclose()
-        await self.reservations.aclose()
+        await self.limits.aclose()
         self.started = False
 
     async def drain(self, seconds: float) -> None:

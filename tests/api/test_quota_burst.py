@@ -39,7 +39,7 @@ async def test_ten_concurrent_requests_against_a_quota_of_two_let_exactly_two_th
     refusals = [json.loads(body)["error"]["code"] for status, _, body in results if status == 429]
     assert set(refusals) == {"quota_exceeded"}
     await gateway.usage.flush_once()
-    assert await gateway.reservations.held() == 0
+    assert await gateway.limits.holds.held() == 0
     ok = [r for r in await usage_rows() if r["status"] == "ok"]
     assert len(ok) == 2
 
@@ -55,7 +55,7 @@ async def test_the_reservation_ends_when_the_row_is_written_and_the_count_stays_
         assert status == 200
         await gateway.usage.flush_once()
     status, _, _ = await read_all(await start(world["alice"], chat_body(max_tokens=2)))
-    assert status == 429 and await gateway.reservations.held() == 0
+    assert status == 429 and await gateway.limits.holds.held() == 0
 
 
 async def test_a_quota_that_cannot_be_checked_refuses_with_503_rather_than_let_it_pass(
@@ -91,12 +91,12 @@ async def test_a_client_that_leaves_mid_stream_ends_its_reservation_with_its_one
     comm = await start(world["alice"], chat_body(max_tokens=500))
     assert (await comm.receive_output(10))["status"] == 200
     await comm.receive_output(10)  # the first event
-    assert await gateway.reservations.held() == 1
+    assert await gateway.limits.holds.held() == 1
     await comm.send_input({"type": "http.disconnect"})
     for _ in range(100):
         if gateway.usage.pending:
             break
         await asyncio.sleep(0.02)
     await gateway.usage.flush_once()
-    assert await gateway.reservations.held() == 0
+    assert await gateway.limits.holds.held() == 0
     assert [r["status"] for r in await usage_rows()] == ["cancelled"]
