@@ -62,8 +62,31 @@ def start_simulator(
 
     `quiet` sends the child's output to a file, not a pipe: an unread pipe fills up (daphne logs
     every abort) and then blocks the simulator mid-write; the file is shown if start-up fails.
+    A free port picked here can be taken by another process before the simulator binds it (many
+    servers start at once in the test suite): then it starts again on another, up to three times.
     """
-    port = port or free_port(host)
+    for attempt in range(3):
+        chosen = port or free_port(host)
+        try:
+            return _start(chosen, host, args, speed, quiet, startup_timeout)
+        except PortTaken:
+            if port is not None or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTaken(RuntimeError):
+    """The port was bound by another process between its choice and the simulator's start."""
+
+
+def _start(
+    port: int,
+    host: str,
+    args: tuple[str, ...],
+    speed: float | None,
+    quiet: bool,
+    startup_timeout: float,
+) -> RunningSimulator:
     cmd = [sys.executable, "-m", "simulator", "--host", host, "--port", str(port), *args]
     if speed is not None:
         cmd += ["--speed", str(speed)]
@@ -73,7 +96,9 @@ def start_simulator(
     deadline = time.monotonic() + startup_timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"simulator exited with {proc.returncode}: {_tail(log)}")
+            output = _tail(log)
+            error = PortTaken if "Address already in use" in output else RuntimeError
+            raise error(f"simulator exited with {proc.returncode}: {output}")
         try:
             if httpx.get(f"{sim.url}/health", timeout=0.5).status_code == 200:
                 return sim
