@@ -23,7 +23,13 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import path, re_path  # noqa: E402
 
 from llmserver import dashboard  # noqa: E402
+from llmserver.api.batches import (  # noqa: E402
+    BatchCancelConsumer,
+    BatchConsumer,
+    BatchesConsumer,
+)
 from llmserver.api.cors import with_cors  # noqa: E402
+from llmserver.api.files import FileConsumer, FileContentConsumer, FilesConsumer  # noqa: E402
 from llmserver.api.http import (  # noqa: E402
     ChatCompletionsConsumer,
     EmbeddingsConsumer,
@@ -56,6 +62,13 @@ def build_application(conf: GatewaySettings) -> ProtocolTypeRouter:
         path("v1/messages", v1(MessagesConsumer.as_asgi())),
         path("v1/models", v1(ModelsConsumer.as_asgi())),
         path("v1/requests/<str:request_id>", v1(RequestStatusConsumer.as_asgi())),
+        # The Batch API: files in, batches run on the batch band, files out.
+        path("v1/files", v1(FilesConsumer.as_asgi())),
+        path("v1/files/<str:file_id>", v1(FileConsumer.as_asgi())),
+        path("v1/files/<str:file_id>/content", v1(FileContentConsumer.as_asgi())),
+        path("v1/batches", v1(BatchesConsumer.as_asgi())),
+        path("v1/batches/<str:batch_id>", v1(BatchConsumer.as_asgi())),
+        path("v1/batches/<str:batch_id>/cancel", v1(BatchCancelConsumer.as_asgi())),
         # Model names may hold slashes ("meta-llama/Llama-3.1-8B").
         re_path(r"^v1/models/(?P<model>.+)$", v1(ModelConsumer.as_asgi())),
         re_path(r"^v1/", v1(NotFoundConsumer.as_asgi())),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -18,6 +19,8 @@ from django.conf import settings
 from scheduling import CostUnit, SchedulerConfig, TokenWeights, WithinPrincipal
 
 _SCHEDULER = SchedulerConfig()
+# The project's own var/ (git-ignored data), beside the packages; never a served static path.
+_VAR = Path(__file__).resolve().parent.parent / "var"
 
 
 class SchedulerTransportKind(StrEnum):
@@ -70,6 +73,23 @@ class GatewaySettings:
     redis_url: str = ""
     cluster_prefix: str = "llmserver"
     cluster_lease_seconds: float = 3.0
+    # The Batch API (llmserver/batches/): where files lie and their limits (OpenAI's: 200 MB,
+    # 50,000 requests a batch); lines in flight per batch, batches run at once per process, how
+    # often the runner looks for work and reports progress, and how long a claim on a batch
+    # outlives a process that stopped renewing it.
+    files_dir: str = str(_VAR / "files")
+    files_max_bytes: int = 200 * 1024 * 1024
+    batch_max_lines: int = 50_000
+    batch_concurrency: int = 8
+    batch_max_active: int = 4
+    batch_poll_interval: float = 1.0
+    batch_lease_seconds: float = 30.0
+    # Tracing (llmserver/runtime/tracing.py), read from OpenTelemetry's OTEL_* variables: the
+    # span exporters ("otlp", "console"; none, the default: off), the OTLP/HTTP URL spans are
+    # posted to (OpenTelemetry's default) and the service's name in every trace.
+    traces_exporters: tuple[str, ...] = ()
+    otlp_traces_endpoint: str = "http://localhost:4318/v1/traces"
+    service_name: str = "llm-server"
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> GatewaySettings:
@@ -86,6 +106,7 @@ class GatewaySettings:
             options["scheduler_transport"] = SchedulerTransportKind(options["scheduler_transport"])
         options["metrics_allow"] = tuple(options.get("metrics_allow", ()))
         options["cors_allowed_origins"] = tuple(options.get("cors_allowed_origins", ()))
+        options["traces_exporters"] = tuple(options.get("traces_exporters", ()))
         return cls(**options)
 
 

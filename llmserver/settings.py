@@ -27,6 +27,8 @@ from llmserver.env import (
     env_str,
     redis_url,
 )
+from llmserver.proxy import FORWARDED_PROTO, csrf_trusted_origins
+from llmserver.runtime.tracing import otlp_traces_endpoint, traces_exporters
 from scheduling import CostUnit, WithinPrincipal
 
 django_stubs_ext.monkeypatch()
@@ -44,7 +46,12 @@ if not SECRET_KEY:
     )
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
-CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Behind a reverse proxy (docs/DEPLOYMENT.md): the origins whose admin POSTs pass CSRF, and the
+# proxies whose X-Forwarded-Proto, -Host and -For headers are believed (`llmserver/proxy.py`).
+CSRF_TRUSTED_ORIGINS = csrf_trusted_origins(env_list("CSRF_TRUSTED_ORIGINS", []))
+TRUSTED_PROXIES = env_cidrs("TRUSTED_PROXIES")
+SECURE_PROXY_SSL_HEADER = FORWARDED_PROTO if TRUSTED_PROXIES else None
+USE_X_FORWARDED_HOST = bool(TRUSTED_PROXIES)
 
 INSTALLED_APPS = [
     "daphne",
@@ -66,6 +73,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Who changes the configuration, for the audit trail (admin user or API key, address).
+    "tenants.audit_actor.audit_context",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -190,6 +199,19 @@ LLMSERVER = {
     "CLUSTER_LEASE_SECONDS": env_float(
         "CLUSTER_LEASE_SECONDS", D.cluster_lease_seconds, minimum=0.3
     ),
+    # The Batch API: files on disk (a shared volume for several processes), batches run here.
+    "FILES_DIR": env_str("FILES_DIR", D.files_dir),
+    "FILES_MAX_BYTES": env_int("FILES_MAX_BYTES", D.files_max_bytes, minimum=1024),
+    "BATCH_MAX_LINES": env_int("BATCH_MAX_LINES", D.batch_max_lines, minimum=1),
+    "BATCH_CONCURRENCY": env_int("BATCH_CONCURRENCY", D.batch_concurrency, minimum=1),
+    "BATCH_MAX_ACTIVE": env_int("BATCH_MAX_ACTIVE", D.batch_max_active, minimum=1),
+    "BATCH_POLL_INTERVAL": env_float("BATCH_POLL_INTERVAL", D.batch_poll_interval, minimum=0.01),
+    "BATCH_LEASE_SECONDS": env_float("BATCH_LEASE_SECONDS", D.batch_lease_seconds, minimum=1.0),
+    # Tracing: OpenTelemetry's own variables, off unless they name an exporter or an endpoint
+    # (docs/OPERATIONS.md, "Tracing"); the sampler and the exporter's headers the SDK reads.
+    "TRACES_EXPORTERS": traces_exporters(),
+    "OTLP_TRACES_ENDPOINT": otlp_traces_endpoint(D.otlp_traces_endpoint),
+    "SERVICE_NAME": env_str("OTEL_SERVICE_NAME", D.service_name),
 }
 
 # The tenant self-service API: API-key auth only, JSON only, OpenAI-shaped errors.

@@ -1,6 +1,7 @@
 """Operator changes reach the running gateways: any save or delete of their config marks this
 process's gateway dirty and, with several processes sharing REDIS_URL, tells the others once the
-transaction commits (`llmserver.runtime.notices`)."""
+transaction commits (`llmserver.runtime.notices`). The same changes are recorded in the audit
+trail by `tenants.audit`, connected here."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from django.dispatch import receiver
 
 from llmserver.conf import gateway_settings
 from llmserver.runtime import notices
+from tenants import audit
 from tenants.models.config_changes import CONFIG_MODELS
+
+audit.connect()
 
 
 @receiver(post_save)

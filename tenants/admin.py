@@ -1,27 +1,35 @@
-"""The operators' admin: tiers, tenants, keys, rules, backends and (read-only) usage."""
+"""The operators' admin: tiers, tenants, keys, rules, backends, (read-only) usage and the
+(read-only, append-only) audit trail."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html, format_html_join
 
 from tenants.models import (
     ApiKey,
+    AuditEntry,
     Backend,
+    Batch,
     CostRule,
     FairSharePolicy,
     ModelRoute,
     ModelTokenWeights,
     QuotaRule,
+    StoredFile,
     Tenant,
     Tier,
     UsageRecord,
 )
 from tenants.models.keys import PREFIX_LENGTH, generate_key, hash_key
 from tenants.models.tiers import band_gates
+from tenants.reports.csvexport import csv_response
 
 
 @admin.register(Tier)
@@ -165,7 +173,12 @@ class ApiKeyAdmin(admin.ModelAdmin[Any]):
 
     @admin.action(description="Revoke the selected keys")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
-        count = queryset.update(revoked=True)
+        # One save per key, not `update()`: a save is what the audit trail records.
+        count = 0
+        for key in queryset.filter(revoked=False).select_related("tenant"):
+            key.revoked = True
+            key.save(update_fields=["revoked"])
+            count += 1
         self.message_user(request, f"Revoked {count} key(s).")
 
 
@@ -279,3 +292,137 @@ class UsageRecordAdmin(admin.ModelAdmin[Any]):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+AUDIT_CSV_COLUMNS = (
+    "id",
+    "at",
+    "actor_kind",
+    "actor",
+    "address",
+    "action",
+    "model",
+    "object_id",
+    "object_repr",
+    "tenant_id",
+    "changes",
+)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin[Any]):
+    """Who changed what: readable with `tenants.view_auditentry`, never added, changed or
+    deleted here (the model has no such permissions to grant)."""
+
+    list_display = [
+        "at",
+        "actor",
+        "address",
+        "action",
+        "model",
+        "object_repr",
+        "tenant",
+        "changed_fields",
+    ]
+    list_filter = ["model", "action", "actor_kind", "actor", "at"]
+    search_fields = ["object_repr", "object_id", "actor", "address"]
+    date_hierarchy = "at"
+    list_select_related = ["tenant"]
+    fields = [
+        "at",
+        "actor_kind",
+        "actor",
+        "address",
+        "action",
+        "model",
+        "object_id",
+        "object_repr",
+        "tenant",
+        "changes_table",
+    ]
+    actions = ["export_csv"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="fields")
+    def changed_fields(self, entry: AuditEntry) -> str:
+        return ", ".join(entry.changes)
+
+    @admin.display(description="changes (before, after)")
+    def changes_table(self, entry: AuditEntry) -> str:
+        rows = format_html_join(
+            "",
+            "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
+            (
+                (name, _text(before), _text(after))
+                for name, (before, after) in entry.changes.items()
+            ),
+        )
+        return format_html(
+            "<table><tr><th>field</th><th>before</th><th>after</th></tr>{}</table>", rows
+        )
+
+    @admin.action(description="Download the selected entries as CSV", permissions=["view"])
+    def export_csv(self, request: HttpRequest, queryset: QuerySet[AuditEntry]) -> HttpResponse:
+        rows = (
+            {
+                **{c: getattr(e, c) for c in AUDIT_CSV_COLUMNS},
+                "changes": json.dumps(e.changes, cls=DjangoJSONEncoder),
+            }
+            for e in queryset.order_by("id")
+        )
+        return csv_response("audit-trail.csv", AUDIT_CSV_COLUMNS, rows)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin[Any]):
+    """Records the gateway keeps (the Batch API's): operators look, tenants act through the API."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(StoredFile)
+class StoredFileAdmin(ReadOnlyAdmin):
+    list_display = ["id", "created_at", "tenant", "user", "filename", "purpose", "bytes"]
+    list_filter = ["purpose", "tenant"]
+    search_fields = ["id", "filename", "user", "tenant__slug"]
+    date_hierarchy = "created_at"
+    list_select_related = ["tenant"]
+
+
+@admin.register(Batch)
+class BatchAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "created_at",
+        "tenant",
+        "user",
+        "endpoint",
+        "model",
+        "status",
+        "total",
+        "completed",
+        "failed",
+        "runner",
+    ]
+    list_filter = ["status", "endpoint", "tenant"]
+    search_fields = ["id", "user", "model", "input_file_id", "tenant__slug"]
+    date_hierarchy = "created_at"
+    list_select_related = ["tenant"]

@@ -198,7 +198,8 @@ class CompletionsConsumer(JsonHttpConsumer):
             key = await authenticate(gw, bearer(self.scope.get("headers", [])))
             data = parse_json(raw, _header(self.scope, b"content-type"))
             req = self.parse(data, key.token_limits(gw.settings))
-            completion = Completion(gw, key, req, CompletionSink(self), request_id)
+            headers = self.scope.get("headers", [])
+            completion = Completion(gw, key, req, CompletionSink(self), request_id, headers)
             await completion.run()
         except ApiError as exc:
             await self.send_error(exc, request_id)

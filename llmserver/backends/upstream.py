@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -199,15 +199,21 @@ class UpstreamClient:
         return error
 
     async def _open(
-        self, path: str, body: dict[str, Any], request_id: str | None
+        self,
+        path: str,
+        body: dict[str, Any],
+        request_id: str | None,
+        headers: Mapping[str, str] | None = None,
     ) -> aiohttp.ClientResponse:
         """POST and return the response with its body unread; a connection closed before any
-        response byte is tried once more on a fresh connection."""
+        response byte is tried once more on a fresh connection. `headers` are sent besides the
+        client's own (the request's trace context, `traceparent`)."""
         url, data = self.base_url + path, json.dumps(body).encode()
+        sent = {**self._headers, **headers} if headers else self._headers
         pooled, fresh = self.sessions()
         for session in (pooled, fresh):
             try:
-                return await session.post(url, data=data, headers=self._headers)
+                return await session.post(url, data=data, headers=sent)
             except aiohttp.ClientError as exc:
                 if isinstance(exc, aiohttp.ConnectionTimeoutError):
                     error = BackendError(f"timed out: {exc!r}", retryable=True)
@@ -259,9 +265,10 @@ class UpstreamClient:
         body: dict[str, Any],
         priority: int | None = None,
         request_id: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, dict[str, Any]]:
         with self._in_use():
-            return await self._complete(path, body, priority, request_id)
+            return await self._complete(path, body, priority, request_id, headers)
 
     async def _complete(
         self,
@@ -269,14 +276,15 @@ class UpstreamClient:
         body: dict[str, Any],
         priority: int | None,
         request_id: str | None,
+        headers: Mapping[str, str] | None,
     ) -> tuple[int, dict[str, Any]]:
         payload = self._body(body, priority)
-        response = await self._open(path, payload, request_id)
+        response = await self._open(path, payload, request_id, headers)
         with _closing(response):
             if response.status >= 400:
                 error = await self._status_error(response, request_id)
                 if self._refused_priority(error, payload):
-                    return await self._complete(path, body, None, request_id)
+                    return await self._complete(path, body, None, request_id, headers)
                 raise error
             try:
                 raw = await response.read()
@@ -301,11 +309,12 @@ class UpstreamClient:
         body: dict[str, Any],
         priority: int | None = None,
         request_id: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[bytes]:
         """Yield the raw SSE bytes as they arrive; closing the generator aborts the request (an
         unfinished response's connection is closed, not pooled)."""
         with self._in_use():
-            async for chunk in self._stream_chat(path, body, priority, request_id):
+            async for chunk in self._stream_chat(path, body, priority, request_id, headers):
                 yield chunk
 
     async def _stream_chat(
@@ -314,12 +323,13 @@ class UpstreamClient:
         body: dict[str, Any],
         priority: int | None,
         request_id: str | None,
+        headers: Mapping[str, str] | None,
     ) -> AsyncGenerator[bytes]:
         payload = self._body(body, priority)
         deadline = asyncio.get_running_loop().time() + self.first_byte_timeout
         try:
             async with asyncio.timeout_at(deadline):
-                response = await self._open(path, payload, request_id)
+                response = await self._open(path, payload, request_id, headers)
         except TimeoutError:
             raise self._hung(request_id) from None
         if response.status >= 400:
@@ -327,7 +337,7 @@ class UpstreamClient:
                 error = await self._status_error(response, request_id)
             if not self._refused_priority(error, payload):
                 raise error
-            async for chunk in self._stream_chat(path, body, None, request_id):
+            async for chunk in self._stream_chat(path, body, None, request_id, headers):
                 yield chunk
             return
         with _closing(response):

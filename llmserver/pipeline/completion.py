@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import replace
 
 from django.utils import timezone
@@ -39,9 +40,17 @@ def new_request_id() -> str:
 
 class Completion:
     def __init__(
-        self, gw: Gateway, key: KeyInfo, req: CompletionRequest, sink: Sink, request_id: str
+        self,
+        gw: Gateway,
+        key: KeyInfo,
+        req: CompletionRequest,
+        sink: Sink,
+        request_id: str,
+        client_headers: Iterable[tuple[bytes, bytes]] = (),
     ) -> None:
+        """`client_headers`: the HTTP request's, where a client's trace context may be."""
         self.gw, self.key, self.req, self.request_id = gw, key, req, request_id
+        self.trace = gw.tracing.request(request_id, key, req, client_headers)
         self.pricing = gw.pricing(key.tenant_id)  # the prices in force when it arrived
         self.relay = Relay(sink, req, self._headers, request_id)
         self.arrived = time.monotonic()
@@ -78,6 +87,7 @@ class Completion:
         try:
             if gw.inflight.draining:
                 raise shutting_down()
+            self.trace.admitting()
             tokens = self.req.estimated_prompt_tokens + self.req.most_output_tokens
             self.rate_headers = await check_rates(gw.limits.rates, self.key, tokens)
             admission = await admit(
@@ -97,6 +107,7 @@ class Completion:
                 self.req.prefix_blocks = blocks
             job = self._job(admission.band, frozenset(admission.pool))
             ticket = self.ticket = submit(gw.scheduler, job)
+            self.trace.queued(admission.band)
             if self.req.stream or not self.relay.sink.needs_start:
                 self.reporter = asyncio.ensure_future(self._report_while_queued())
             await run_on_pool(gw.scheduler, ticket, admission.pool, self)
@@ -149,9 +160,13 @@ class Completion:
         elapsed = time.monotonic() - self.arrived
         gw.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
         access_log(self.draft, model_label, elapsed, gw.settings.access_log)
-        Ledger(gw.scheduler, gw.metrics, gw.usage).settle(
-            self.draft, ticket, self.pricing, model_label
-        )
+        self.trace.settling()
+        try:
+            Ledger(gw.scheduler, gw.metrics, gw.usage).settle(
+                self.draft, ticket, self.pricing, model_label
+            )
+        finally:
+            self.trace.finish(self.draft)
 
     def _job(self, band: int, pool: frozenset[str]) -> Job:
         key, req = self.key, self.req
@@ -228,17 +243,20 @@ class Completion:
         evict = (
             self.ticket if self.ticket is not None and self.ticket.job.policy.preemptible else None
         )
+        trace_headers = self.trace.dispatched(backend, upstream_model, client, self.relay.started)
         try:
             await self.relay.forward(
-                client, upstream_model, priority, evict, client.profile.resumable
+                client, upstream_model, priority, evict, client.profile.resumable, trace_headers
             )
         except Preempted:
             kind = "resumable" if self.relay.started else "before_first_token"
             self.gw.metrics.preemptions.labels(str(self.draft.band), kind).inc()
+            self.trace.preempted(kind)
             raise
         except BackendError as exc:
             kind = f"http_{exc.status // 100}xx" if exc.status else "transport"
             self.gw.metrics.upstream_errors.labels(backend, kind).inc()
+            self.trace.upstream_failed(kind, exc.message)
             if self.relay.resuming and exc.status is not None and 400 <= exc.status < 500:
                 self.gw.stop_preempting(backend, exc.message)
                 raise BackendError(
@@ -248,10 +266,13 @@ class Completion:
                     status=exc.status,
                 ) from None
             raise
+        finally:
+            self.trace.forwarded()
 
     def _headers(self) -> dict[str, str]:
         """Sent with the first byte, which is also the first token."""
         self.draft.first_token_at = timezone.now()
+        self.trace.first_token()
         now = time.monotonic()
         self.gw.metrics.ttft.labels(str(self.draft.band)).observe(now - self.arrived)
         self.gw.publisher.first_token(self.draft.band, now - self.arrived)

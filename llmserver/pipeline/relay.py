@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -145,6 +145,8 @@ class Relay:
         self._ending = False  # the finish reason or the usage has arrived: nothing to continue
         # The `service_tier` to name in each response object, where the client named one.
         self.service_tier: str | None = None
+        # Sent with the current upstream request besides the client's own (the trace context).
+        self._upstream_headers: Mapping[str, str] | None = None
 
     @property
     def completion_tokens(self) -> int:
@@ -165,10 +167,13 @@ class Relay:
         priority: int,
         evict: Evictable | None = None,
         can_resume: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        """One upstream request. With `evict`, raises Preempted when the scheduler asks for the
-        slot and the job can give it up: before its first token, or (`can_resume`) as a chat
-        stream that the next `forward` continues."""
+        """One upstream request, with `headers` (the trace context) besides the client's own.
+        With `evict`, raises Preempted when the scheduler asks for the slot and the job can give
+        it up: before its first token, or (`can_resume`) as a chat stream that the next
+        `forward` continues."""
+        self._upstream_headers = headers
         body = upstream_body(self.req, upstream_model, client.profile.max_completion_tokens)
         path = PATHS[self.req.kind]
         self._id_rename = None
@@ -212,7 +217,10 @@ class Relay:
         priority: int,
         evict: Evictable | None,
     ) -> None:
-        call = client.complete(path, body, priority=priority, request_id=self.request_id)
+        headers = self._upstream_headers
+        call = client.complete(
+            path, body, priority=priority, request_id=self.request_id, headers=headers
+        )
         if evict is None:
             _status, data = await call
         else:
@@ -240,7 +248,10 @@ class Relay:
     ) -> None:
         rename = self._model_rename(upstream_model)
         splitter = EventSplitter()
-        upstream = client.stream_chat(path, body, priority=priority, request_id=self.request_id)
+        headers = self._upstream_headers
+        upstream = client.stream_chat(
+            path, body, priority=priority, request_id=self.request_id, headers=headers
+        )
         async with contextlib.aclosing(upstream) as chunks:
             async for chunk in chunks:
                 for payload in splitter.feed(chunk):
@@ -284,7 +295,10 @@ class Relay:
         begun it declines an eviction."""
         rename = self._model_rename(upstream_model)
         splitter = EventSplitter()
-        upstream = client.stream_chat(path, body, priority=priority, request_id=self.request_id)
+        headers = self._upstream_headers
+        upstream = client.stream_chat(
+            path, body, priority=priority, request_id=self.request_id, headers=headers
+        )
         async with contextlib.aclosing(upstream) as chunks:
             async for chunk in chunks:
                 for name, payload in splitter.feed_named(chunk):

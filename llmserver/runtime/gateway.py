@@ -13,7 +13,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmserver.backends.pool import BackendPool
 from llmserver.cluster.transport import SchedulerTransport
@@ -29,9 +29,13 @@ from llmserver.runtime.observability import GatewayMetrics, KvEventsCollector
 from llmserver.runtime.pricing import Pricing
 from llmserver.runtime.prompt_tokens import PromptKeyer
 from llmserver.runtime.snapshots import SnapshotPublisher
+from llmserver.runtime.tracing import gateway_tracing
 from llmserver.runtime.usage import UsageWriter
 from scheduling import CostPolicy, SchedulerConfig, SchedulerService, SchedulerSnapshot
 from tenants.endpoints import Endpoint
+
+if TYPE_CHECKING:
+    from llmserver.batches.runner import BatchRunner
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +63,10 @@ class Gateway:
         self.publisher = SnapshotPublisher(self.snapshot, lambda: self.scheduler.leading)
         self.inflight = InFlight()
         self.estimates = Estimates()
+        # Off (a no-op shared by every request) unless OTEL_* names an exporter.
+        self.tracing = gateway_tracing(conf)
         self._tasks: list[asyncio.Task[None]] = []
+        self.batches: BatchRunner | None = None  # the Batch API's runner, while started
         self.started = False
 
     def _scheduler(self, conf: GatewaySettings, clock: Callable[[], float]) -> SchedulerTransport:
@@ -91,6 +98,11 @@ class Gateway:
             self.publisher.run(),
             self._sweep_keys(),
         ]
+        # Imported here: the runner drives completions, which import this module.
+        from llmserver.batches.runner import BatchRunner
+
+        self.batches = BatchRunner(self)
+        work.append(self.batches.run())
         if self.settings.redis_url:
             # Other processes' config changes, at once rather than at the next watch.
             work.append(
@@ -102,6 +114,8 @@ class Gateway:
         self.started = True
 
     async def stop(self) -> None:
+        if self.batches is not None:  # first: its lines' usage is flushed below
+            await self.batches.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -112,6 +126,7 @@ class Gateway:
         await self.scheduler.stop()
         await self.usage.flush_once()
         await self.limits.aclose()
+        await self.tracing.aclose()
         self.started = False
 
     async def drain(self, seconds: float) -> None:

@@ -20,6 +20,7 @@ _TYPES = {
     serializers.DateField: {"type": "string", "format": "date"},
     serializers.ChoiceField: {"type": "string"},
     serializers.CharField: {"type": "string"},
+    serializers.IntegerField: {"type": "integer"},
 }
 
 

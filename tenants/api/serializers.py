@@ -99,3 +99,51 @@ class QuotaReport(serializers.Serializer[Any]):
     budget = BudgetRow()
     key_budget = BudgetRow(help_text="This API key's own monthly budget (blank budget: none).")
     rate_limits = RateLimitRow()
+
+
+TENANT_AUDIT_MODELS = ("tenants.tenant", "tenants.apikey", "tenants.quotarule", "tenants.costrule")
+AUDIT_PAGE = 100
+AUDIT_PAGE_MAX = 500
+
+
+class AuditQuery(serializers.Serializer[Any]):
+    """`?model=` (one of the tenant's own kinds of object), `before=` (an entry id: the page
+    after it, going back), `limit=` (newest first)."""
+
+    model = serializers.ChoiceField(
+        choices=list(TENANT_AUDIT_MODELS),
+        required=False,
+        help_text="Only entries about this model.",
+    )
+    before = serializers.IntegerField(
+        required=False, min_value=1, help_text="Only entries older than this id (the next page)."
+    )
+    limit = serializers.IntegerField(
+        required=False, default=AUDIT_PAGE, min_value=1, max_value=AUDIT_PAGE_MAX
+    )
+
+
+class AuditRow(serializers.Serializer[Any]):
+    """One change to the tenant, one of its keys, quota rules or prices. An operator is named
+    only as such; a key by its prefix. The operator's address is not shown."""
+
+    id = serializers.IntegerField()
+    at = serializers.DateTimeField()
+    action = serializers.CharField()
+    model = serializers.CharField()
+    object_id = serializers.CharField()
+    object_repr = serializers.CharField()
+    actor_kind = serializers.CharField()
+    actor = serializers.SerializerMethodField()
+    changes = serializers.DictField(help_text="{field: [before, after]}; secrets redacted.")
+
+    def get_actor(self, entry: Any) -> str:
+        return "operator" if entry.actor_kind == "user" else str(entry.actor)
+
+
+class AuditList(serializers.Serializer[Any]):
+    tenant = serializers.CharField()
+    data = AuditRow(many=True)  # type: ignore[assignment]  # a field named like the base's property
+    next_before = serializers.IntegerField(
+        allow_null=True, help_text="Pass as `before` for the next page; null: no more."
+    )

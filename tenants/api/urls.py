@@ -8,7 +8,7 @@ from rest_framework.renderers import JSONOpenAPIRenderer
 from rest_framework.schemas import get_schema_view
 
 from tenants.api.schema import SelfServiceSchemaGenerator
-from tenants.api.views import QuotaView, UsageCsvView, UsageView
+from tenants.api.views import AuditView, QuotaView, UsageCsvView, UsageView
 
 app_name = "selfservice"
 
@@ -16,6 +16,7 @@ api_patterns = [
     path("usage", UsageView.as_view(), name="usage"),
     path("usage.csv", UsageCsvView.as_view(), name="usage-csv"),
     path("quota", QuotaView.as_view(), name="quota"),
+    path("audit", AuditView.as_view(), name="audit"),
 ]
 
 urlpatterns = [
@@ -24,7 +25,8 @@ urlpatterns = [
         "openapi.json",
         get_schema_view(
             title="LLM-Server self-service API",
-            description="Usage, cost and quota of the tenant that owns the API key. "
+            description="Usage, cost, quota and the audit trail of the tenant that owns the "
+            "API key. "
             "Authenticate with `Authorization: Bearer <API key>`.",
             version="1",
             public=True,

@@ -1,4 +1,5 @@
-"""Self-service views: a key's tenant's usage (JSON and CSV) and its quota standing.
+"""Self-service views: a key's tenant's usage (JSON and CSV), its quota standing, and the audit
+trail of its own objects.
 
 Every query is scoped by `api_key_of(request).tenant`, the key's own tenant: no parameter names a
 tenant, so no parameter can reach another one.
@@ -16,8 +17,16 @@ from rest_framework.views import APIView
 
 from tenants.api.auth import api_key_of
 from tenants.api.schema import SelfServiceSchema
-from tenants.api.serializers import QuotaReport, UsageQuery, UsageReport
+from tenants.api.serializers import (
+    TENANT_AUDIT_MODELS,
+    AuditList,
+    AuditQuery,
+    QuotaReport,
+    UsageQuery,
+    UsageReport,
+)
 from tenants.budget import budget_state, standing
+from tenants.models import AuditEntry
 from tenants.quota import quota_status
 from tenants.reports.budgets import rate_limit_report
 from tenants.reports.csvexport import csv_response
@@ -97,3 +106,34 @@ class QuotaView(APIView):
             ),
         }
         return Response(QuotaReport(body).data)
+
+
+class AuditView(APIView):
+    """Changes to the key's tenant, its keys, quota rules and prices, newest first: who (an
+    operator, a command, a key), when, and each changed field before and after."""
+
+    schema = SelfServiceSchema(operation_id_base="Audit", tags=["audit"])
+    query_serializer = AuditQuery
+    response_serializer = AuditList
+
+    def get(self, request: Request) -> Response:
+        query = AuditQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        key = api_key_of(request)
+        entries = AuditEntry.objects.filter(
+            tenant_id=key.tenant_id, model__in=TENANT_AUDIT_MODELS
+        ).order_by("-id")
+        if "model" in q:
+            entries = entries.filter(model=q["model"])
+        if "before" in q:
+            entries = entries.filter(id__lt=q["before"])
+        page = list(entries[: q["limit"] + 1])
+        more = len(page) > q["limit"]
+        page = page[: q["limit"]]
+        body = {
+            "tenant": key.tenant.slug,
+            "data": page,
+            "next_before": page[-1].pk if more else None,
+        }
+        return Response(AuditList(body).data)

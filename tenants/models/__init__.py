@@ -1,6 +1,8 @@
 """The tenancy models; import them from here."""
 
+from tenants.models.audit import ActorKind, AuditAction, AuditEntry
 from tenants.models.backends import Backend, BackendKind, ModelRoute
+from tenants.models.batches import Batch, BatchStatus, FilePurpose, StoredFile
 from tenants.models.config_changes import ConfigChanges, config_changes
 from tenants.models.fairshare import CostUnitChoice, FairSharePolicy, ModelTokenWeights
 from tenants.models.keys import APP_TYPE_BAND, ApiKey, AppType
@@ -12,20 +14,27 @@ from tenants.models.usage_daily import UsageDaily
 
 __all__ = [
     "APP_TYPE_BAND",
+    "ActorKind",
     "ApiKey",
     "AppType",
+    "AuditAction",
+    "AuditEntry",
     "Backend",
     "BackendKind",
     "Band",
+    "Batch",
+    "BatchStatus",
     "ConfigChanges",
     "CostRule",
     "CostUnitChoice",
     "FairSharePolicy",
+    "FilePurpose",
     "Metric",
     "ModelRoute",
     "ModelTokenWeights",
     "OverBudget",
     "QuotaRule",
+    "StoredFile",
     "Tenant",
     "Tier",
     "UsageDaily",

@@ -52,7 +52,12 @@ async def test_a_surrogate_pair_is_text_not_an_error(world: dict[str, Any], gate
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("POST", "/v1/audio/speech"), ("GET", "/v1/files"), ("DELETE", "/v1/models"), ("GET", "/v1/")],
+    [
+        ("POST", "/v1/audio/speech"),
+        ("GET", "/v1/fine_tuning/jobs"),
+        ("DELETE", "/v1/models"),
+        ("GET", "/v1/"),
+    ],
 )
 async def test_an_unknown_v1_path_is_a_404_in_openai_shape(
     world: dict[str, Any], method: str, path: str
