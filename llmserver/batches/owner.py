@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from llmserver.runtime.keys import KeyInfo
+from llmserver.runtime.keys import KeyInfo, key_info
 from scheduling import BATCH
-from tenants.models import ApiKey, QuotaRule
+from tenants.models import ApiKey
 
 
 def owner_key(key_id: int | None) -> KeyInfo | None:
@@ -22,7 +22,7 @@ def owner_key(key_id: int | None) -> KeyInfo | None:
     (deleted, revoked, expired, or its tenant suspended). Runs in a worker thread.
 
     It is `llmserver.runtime.keys.load_key` from the key's id instead of its secret (a batch
-    holds no secret): the two must read the same fields."""
+    holds no secret); both build the same `key_info`."""
     if key_id is None:
         return None
     key = (
@@ -32,32 +32,7 @@ def owner_key(key_id: int | None) -> KeyInfo | None:
     )
     if key is None or not key.is_usable():
         return None
-    tier = key.tier
-    has_rules = QuotaRule.objects.filter(tenant_id=key.tenant_id).exists() or (
-        QuotaRule.objects.filter(tier_id=tier.pk).exists()
-    )
-    return KeyInfo(
-        key_id=key.pk,
-        tenant_id=key.tenant_id,
-        tenant_slug=key.tenant.slug,
-        user=key.user,
-        tier_id=tier.pk,
-        tier_name=tier.name,
-        band=key.band,
-        policy=tier.scheduling_policy(),
-        queue_timeout=tier.queue_timeout_seconds,
-        model_patterns=tuple(key.model_patterns()),
-        has_quota_rules=has_rules,
-        monthly_budget=key.tenant.monthly_budget,
-        over_budget=str(tier.over_budget),
-        rpm_per_key=tier.rpm_per_key,
-        tpm_per_key=tier.tpm_per_key,
-        tenant_rpm=key.tenant.rpm_limit,
-        tenant_tpm=key.tenant.tpm_limit,
-        key_budget=key.monthly_budget,
-        max_output_tokens=tier.max_output_tokens,
-        expires_at=key.expires_at,
-    )
+    return key_info(key)
 
 
 def as_batch_work(key: KeyInfo, window_left: float) -> KeyInfo:

@@ -68,8 +68,11 @@ class KeyInfo:
 
 def load_key(secret: str) -> KeyInfo | None:
     key = ApiKey.objects.for_key(secret)
-    if key is None:
-        return None
+    return key_info(key) if key is not None else None
+
+
+def key_info(key: ApiKey) -> KeyInfo:
+    """What the request path needs of a usable key (with its tenant and tier loaded)."""
     tier = key.tier
     has_rules = QuotaRule.objects.filter(tenant_id=key.tenant_id).exists() or (
         QuotaRule.objects.filter(tier_id=tier.pk).exists()
