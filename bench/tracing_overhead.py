@@ -17,8 +17,15 @@ its ratios to the baseline (before, else off). The load generator shares this ma
 with the gateways and the simulator: read the ratios, measured side by side, not the absolute
 figures.
 
-    .venv/bin/python bench/tracing_overhead.py --before HEAD
-    .venv/bin/python bench/tracing_overhead.py --before HEAD --rounds 6 --duration 4 --json
+On SQLite the four processes' writers contend for its one lock ("database is locked" in the log,
+a round stalled now and then); with `DATABASE_URL` naming a PostgreSQL server they share a fresh
+database on it, as production would.
+
+008d438 is the commit tracing was built on (docs/BENCHMARKS.md, "Tracing"):
+
+    .venv/bin/python bench/tracing_overhead.py --before 008d438
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
+        .venv/bin/python bench/tracing_overhead.py --before 008d438 --rounds 6 --duration 4 --json
 """
 
 from __future__ import annotations
