@@ -323,10 +323,12 @@ async def test_a_line_refused_by_the_budget_fails_with_its_error(gateway, world)
 
 
 async def test_a_batch_past_its_window_expires_with_each_line_batch_expired(gateway, world):
+    gateway.batches.stopping = True  # no claim before its window is made to have passed
     batch = await create_batch(world["alice"], [chat_line(c) for c in "ab"])
     await sync_to_async(Batch.objects.filter(pk=batch["id"]).update)(
         expires_at=timezone.now() - timezone.timedelta(seconds=1)
     )
+    gateway.batches.stopping = False
     done = await wait_batch(world["alice"], batch["id"])
     assert done["status"] == "expired" and done["expired_at"]
     lines = await content_lines(world["alice"], done["error_file_id"])
