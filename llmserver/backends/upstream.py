@@ -70,6 +70,12 @@ def _error_from_response(status: int, raw: bytes) -> BackendError:
             message = err  # TGI: {"error": "...", "error_type": "..."}
         elif isinstance(body.get("message"), str):
             message = body["message"]
+        elif isinstance(body.get("detail"), str):
+            # FastAPI's own answers (vLLM's, SGLang's): a route the server lacks is a bare
+            # {"detail": "Not Found"}, e.g. /v1/embeddings on a generation model.
+            message = f"The backend answered {status} {body['detail']}"
+            if status == 404:
+                message += ": it does not serve this endpoint"
     # 429 and 5xx mean "this backend, now": another backend may well take it.
     retryable = status == 429 or status >= 500
     return BackendError(message, retryable, status, body if isinstance(body, dict) else None)
