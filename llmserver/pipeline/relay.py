@@ -181,10 +181,7 @@ class Relay:
             body = await self._resumption(client, body, upstream_model)
         elif evict is not None and can_resume and self.req.stream and self.req.kind == "chat":
             self.delivered = Delivered()
-        named = NAMED_EVENTS.get(self.req.kind)
-        if self.req.stream and named is not None:
-            await self._stream_named(client, path, body, priority, upstream_model, evict, named)
-        elif self.req.stream:
+        if self.req.stream:
             await self._stream(client, path, body, priority, upstream_model, evict, can_resume)
         else:
             await self._whole(client, path, body, priority, evict)
@@ -246,6 +243,11 @@ class Relay:
         evict: Evictable | None,
         can_resume: bool,
     ) -> None:
+        """A stream, event by event. A named-event stream (Responses, Messages) is never
+        continued after a pause (nothing continues such an answer): once begun, it declines an
+        eviction; it ends with its last named event, not `[DONE]`."""
+        named = NAMED_EVENTS.get(self.req.kind)
+        can_resume = can_resume and named is None
         rename = self._model_rename(upstream_model)
         splitter = EventSplitter()
         headers = self._upstream_headers
@@ -254,8 +256,11 @@ class Relay:
         )
         async with contextlib.aclosing(upstream) as chunks:
             async for chunk in chunks:
-                for payload in splitter.feed(chunk):
-                    await self._relay_event(payload, rename)
+                for name, payload in splitter.feed(chunk):
+                    if named is None:
+                        await self._relay_event(payload, rename)
+                    else:
+                        await self._relay_named(name or b"", payload, rename, named)
                 if evict is not None and evict.evict_requested and not self._ending:
                     if not self._may_stop(can_resume):
                         evict.decline_eviction()
@@ -268,10 +273,14 @@ class Relay:
                 "The backend closed the stream without sending anything.", retryable=True
             )
         if not self._ending:
-            # vLLM, SGLang, TGI and llama.cpp all end a stream with a finish reason: one that
-            # stops before it was cut, whatever its [DONE] says.
+            # vLLM, SGLang, TGI and llama.cpp all end a stream with a finish reason (a named
+            # stream with its final event): one that stops before it was cut, whatever its
+            # [DONE] says.
+            if named is not None:
+                raise BackendError("The backend ended the stream before its final event.", False)
             raise BackendError("The backend ended the stream without a finish reason.", False)
-        await self.sink.event(DONE)
+        if named is None:
+            await self.sink.event(DONE)
         await self.sink.finish()
 
     def _model_rename(self, upstream_model: str) -> tuple[bytes, bytes] | None:
@@ -280,42 +289,6 @@ class Relay:
             return None
         return (json.dumps(upstream_model).encode(), json.dumps(self.req.model).encode())
 
-    async def _stream_named(
-        self,
-        client: UpstreamClient,
-        path: str,
-        body: dict[str, Any],
-        priority: int,
-        upstream_model: str,
-        evict: Evictable | None,
-        named: NamedEvents,
-    ) -> None:
-        """A named-event stream, relayed event by event with its names. Such a stream is never
-        continued after a pause (nothing continues a Responses or Messages answer): once it has
-        begun it declines an eviction."""
-        rename = self._model_rename(upstream_model)
-        splitter = EventSplitter()
-        headers = self._upstream_headers
-        upstream = client.stream_chat(
-            path, body, priority=priority, request_id=self.request_id, headers=headers
-        )
-        async with contextlib.aclosing(upstream) as chunks:
-            async for chunk in chunks:
-                for name, payload in splitter.feed_named(chunk):
-                    await self._relay_named(name or b"", payload, rename, named)
-                if evict is not None and evict.evict_requested and not self._ending:
-                    if self.started:
-                        evict.decline_eviction()
-                        continue
-                    raise Preempted()
-        if not self.started:
-            raise BackendError(
-                "The backend closed the stream without sending anything.", retryable=True
-            )
-        if not self._ending:
-            raise BackendError("The backend ended the stream before its final event.", False)
-        await self.sink.finish()
-
     async def _relay_named(
         self,
         name: bytes,
@@ -323,10 +296,7 @@ class Relay:
         rename: tuple[bytes, bytes] | None,
         named: NamedEvents,
     ) -> None:
-        body = payload.strip()
-        if body[:1] != b"{" or body[-1:] != b"}":
-            message = "The backend sent an event that is not a JSON object."
-            raise BackendError(message, retryable=not self.started)
+        self._check_object(payload)
         if name in named.usage:
             self._take_usage(usage_in(name, payload))
         if name in named.end:
@@ -339,15 +309,18 @@ class Relay:
             await self._start(stream=True)
         await self.sink.event(payload, name or None)
 
+    def _check_object(self, payload: bytes) -> None:
+        """Checked by its ends, not parsed: a chunk is relayed without parsing (the hot path);
+        garbage, a truncated object or an HTML page are not passed on."""
+        body = payload.strip()
+        if body[:1] != b"{" or body[-1:] != b"}":
+            message = "The backend sent an event that is not a JSON object."
+            raise BackendError(message, retryable=not self.started)
+
     async def _relay_event(self, payload: bytes, rename: tuple[bytes, bytes] | None) -> None:
         if payload == DONE:
             return
-        body = payload.strip()
-        if body[:1] != b"{" or body[-1:] != b"}":
-            # Checked by its ends, not parsed: a chunk is relayed without parsing (the hot
-            # path); garbage, a truncated object or an HTML page are not passed on.
-            message = "The backend sent an event that is not a JSON object."
-            raise BackendError(message, retryable=not self.started)
+        self._check_object(payload)
         usage = usage_of(payload)
         if usage is not None or _FINISHED.search(payload):
             self._ending = True

@@ -18,11 +18,7 @@ class EventSplitter:
     def __init__(self) -> None:
         self._buffer = b""
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The `data` payloads of every event completed by this chunk."""
-        return [payload for _, payload in self.feed_named(chunk)]
-
-    def feed_named(self, chunk: bytes) -> list[tuple[bytes | None, bytes]]:
+    def feed(self, chunk: bytes) -> list[tuple[bytes | None, bytes]]:
         """(name, data) of every event completed by this chunk; name None where the event has
         no `event:` line (OpenAI's chat and completions streams name none)."""
         data = self._buffer + chunk

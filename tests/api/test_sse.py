@@ -9,11 +9,11 @@ def test_it_yields_events_only_once_they_are_complete():
     splitter = EventSplitter()
     assert splitter.feed(b'data: {"a"') == []
     assert splitter.feed(b": 1}\n") == []
-    assert splitter.feed(b"\ndata: [DONE]\n\n") == [b'{"a": 1}', b"[DONE]"]
+    assert splitter.feed(b"\ndata: [DONE]\n\n") == [(None, b'{"a": 1}'), (None, b"[DONE]")]
 
 
 def test_it_reads_crlf_framing_and_ignores_comments():
-    assert EventSplitter().feed(b": keep-alive\r\n\r\ndata: x\r\n\r\n") == [b"x"]
+    assert EventSplitter().feed(b": keep-alive\r\n\r\ndata: x\r\n\r\n") == [(None, b"x")]
 
 
 def test_it_finds_usage_only_where_it_is():
