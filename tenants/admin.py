@@ -264,8 +264,22 @@ class ModelRouteAdmin(admin.ModelAdmin[Any]):
     list_select_related = ["backend"]
 
 
+class ReadOnlyAdmin(admin.ModelAdmin[Any]):
+    """Records the gateway keeps (usage, the audit trail, the Batch API's): operators look; nobody
+    adds, edits or deletes them here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(UsageRecord)
-class UsageRecordAdmin(admin.ModelAdmin[Any]):
+class UsageRecordAdmin(ReadOnlyAdmin):
     list_display = [
         "request_id",
         "queued_at",
@@ -284,15 +298,6 @@ class UsageRecordAdmin(admin.ModelAdmin[Any]):
     date_hierarchy = "queued_at"
     list_select_related = ["tenant"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 AUDIT_CSV_COLUMNS = (
     "id",
@@ -310,7 +315,7 @@ AUDIT_CSV_COLUMNS = (
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin[Any]):
+class AuditEntryAdmin(ReadOnlyAdmin):
     """Who changed what: readable with `tenants.view_auditentry`, never added, changed or
     deleted here (the model has no such permissions to grant)."""
 
@@ -341,15 +346,6 @@ class AuditEntryAdmin(admin.ModelAdmin[Any]):
         "changes_table",
     ]
     actions = ["export_csv"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
     @admin.display(description="fields")
     def changed_fields(self, entry: AuditEntry) -> str:
@@ -383,19 +379,6 @@ class AuditEntryAdmin(admin.ModelAdmin[Any]):
 
 def _text(value: Any) -> str:
     return "" if value is None else str(value)
-
-
-class ReadOnlyAdmin(admin.ModelAdmin[Any]):
-    """Records the gateway keeps (the Batch API's): operators look, tenants act through the API."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(StoredFile)
