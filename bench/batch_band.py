@@ -27,16 +27,11 @@ import asyncio
 import io
 import json
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import openai
-from loadgen import Outcome, client, fmt, percentile, stream_once
-
-from llmserver.testing.processes import Database, start_gateway
-from simulator.launcher import start_simulator
+from loadgen import Outcome, client, fmt, percentile, stage, stream_once
 
 MODEL = "demo-llama"
 LIGHT = {"model": MODEL, "max_tokens": 8, "stream": True}
@@ -148,27 +143,13 @@ async def batch_direct(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
-    sim = start_simulator(
-        "--max-num-seqs",
-        str(args.max_num_seqs),
-        "--model",
-        MODEL,
-        "--speed",
-        str(args.speed),
-        quiet=True,
-    )
-    gw = db = None
-    tmp = tempfile.TemporaryDirectory(prefix="bench-batch-")
-    try:
+    with stage(MODEL, args.max_num_seqs, args.speed) as world:
         done = asyncio.Event()
         if way == "direct":
-            light = asyncio.ensure_future(light_users(sim.url, [None, None], args, done))
-            batch = await batch_direct(sim.url, args)
+            light = asyncio.ensure_future(light_users(world.sim.url, [None, None], args, done))
+            batch = await batch_direct(world.sim.url, args)
         else:
-            db = Database(Path(tmp.name))
-            gw = start_gateway(
-                db.url, sim.url, {"FILES_DIR": str(Path(tmp.name) / "files")}, quiet=True
-            )
+            gw = world.gateway({"FILES_DIR": str(world.folder / "files")})
             keys = [gw.key("alice"), gw.key("bob")]
             light = asyncio.ensure_future(light_users(gw.url, keys, args, done))
             if way == "alone":
@@ -186,13 +167,6 @@ async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
             "light_requests": len(outcomes),
             "light_errors": sum(1 for o in outcomes if o.error),
         }
-    finally:
-        if gw is not None:
-            gw.stop()
-        if db is not None:
-            db.drop()
-        sim.stop()
-        tmp.cleanup()
 
 
 def table(ways: dict[str, dict[str, Any]]) -> str:

@@ -30,17 +30,12 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from loadgen import client, configure_gateway, counters, fmt, generated_tokens, jain
-
-from llmserver.testing.processes import Database, start_gateway
-from simulator.launcher import start_simulator
+from loadgen import client, configure_gateway, counters, fmt, generated_tokens, jain, stage
 
 MODEL, EMBEDDER = "demo-llama", "demo-embed"
 OUTPUT_WEIGHT = 4.0
@@ -157,31 +152,12 @@ async def run_load(
 
 
 async def run_way(through_gateway: bool, args: argparse.Namespace) -> dict[str, Any]:
-    sim = start_simulator(
-        "--max-num-seqs",
-        str(args.max_num_seqs),
-        "--model",
-        MODEL,
-        "--speed",
-        str(args.speed),
-        quiet=True,
-    )
-    gw = db = None
-    tmp = tempfile.TemporaryDirectory(prefix="bench-mix-")
-    try:
+    with stage(MODEL, args.max_num_seqs, args.speed) as way:
         if not through_gateway:
-            return await run_load(sim.url, sim.url, None, args)
-        db = Database(Path(tmp.name))
-        gw = start_gateway(db.url, sim.url, quiet=True)
+            return await run_load(way.sim.url, way.sim.url, None, args)
+        gw = way.gateway()
         keys = configure_gateway(gw, {}, [(u.name, "interactive", "chat") for u in USERS])
-        return await run_load(gw.url, sim.url, keys, args)
-    finally:
-        if gw is not None:
-            gw.stop()
-        if db is not None:
-            db.drop()
-        sim.stop()
-        tmp.cleanup()
+        return await run_load(gw.url, way.sim.url, keys, args)
 
 
 def table(ways: dict[str, dict[str, Any]]) -> str:

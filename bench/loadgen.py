@@ -7,19 +7,23 @@ far above the load, so the client never queues requests itself. Everything runs 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
 import random
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from llmserver.backends.metrics import parse_samples  # prometheus-client's parser
-from llmserver.testing.processes import GatewayProcess
+from llmserver.testing.processes import Database, GatewayProcess, start_gateway
+from simulator.launcher import RunningSimulator, start_simulator
 from simulator.protocol import token_text
 
 MODEL = "demo-llama"
@@ -225,3 +229,35 @@ def le(a: float | None, b: float | None) -> bool | None:
 
 def ge(a: float | None, b: float | None) -> bool | None:
     return None if a is None or b is None else a >= b
+
+
+@dataclass
+class Stage:
+    """One way's simulator, and the gateway in front of it once `gateway()` starts one (on a
+    database of its own, in a temporary folder); `stage()` stops and removes them all."""
+
+    sim: RunningSimulator
+    folder: Path
+    _stops: list[Any] = field(default_factory=list)
+
+    def gateway(self, env: dict[str, str] | None = None) -> GatewayProcess:
+        db = Database(self.folder)
+        self._stops.append(db.drop)
+        gw = start_gateway(db.url, self.sim.url, env or {}, quiet=True)
+        self._stops.append(gw.stop)
+        return gw
+
+
+@contextlib.contextmanager
+def stage(model: str, max_num_seqs: int, speed: float) -> Iterator[Stage]:
+    sim = start_simulator(
+        "--max-num-seqs", str(max_num_seqs), "--model", model, "--speed", str(speed), quiet=True
+    )
+    with tempfile.TemporaryDirectory(prefix="bench-") as folder:
+        way = Stage(sim, Path(folder))
+        try:
+            yield way
+        finally:
+            for stop in reversed(way._stops):
+                stop()
+            sim.stop()

@@ -46,16 +46,11 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from loadgen import client, configure_gateway, counters, fmt, generated_tokens, jain
-
-from llmserver.testing.processes import Database, start_gateway
-from simulator.launcher import start_simulator
+from loadgen import client, configure_gateway, counters, fmt, generated_tokens, jain, stage
 
 UPSTREAM = "demo-llama"
 PRICES = {"cheap": (1.0, 2.0), "dear": (4.0, 16.0)}  # per million tokens: input, output
@@ -238,39 +233,20 @@ def gateway_spec(unit: str, weights: tuple[float, ...], args: argparse.Namespace
 async def run_way(
     unit: str | None, weights: tuple[float, ...], args: argparse.Namespace
 ) -> dict[str, Any]:
-    sim = start_simulator(
-        "--max-num-seqs",
-        str(args.max_num_seqs),
-        "--model",
-        UPSTREAM,
-        "--speed",
-        str(args.speed),
-        quiet=True,
-    )
-    gw = db = None
-    tmp = tempfile.TemporaryDirectory(prefix="bench-share-")
-    try:
+    with stage(UPSTREAM, args.max_num_seqs, args.speed) as way:
         if unit is None:
-            return await run_load(sim.url, sim.url, None, True, args)
-        db = Database(Path(tmp.name))
-        gw = start_gateway(db.url, sim.url, {"SCHEDULER_COST_UNIT": unit}, quiet=True)
+            return await run_load(way.sim.url, way.sim.url, None, True, args)
+        gw = way.gateway({"SCHEDULER_COST_UNIT": unit})
         spec = gateway_spec(unit, weights, args)
         backends = {"simulator": {"capacity": args.max_num_seqs}} if args.tuned else {}
         keys = configure_gateway(gw, spec["tiers"], spec["keys"], backends, extra=spec)
-        run = await run_load(gw.url, sim.url, keys, False, args)
+        run = await run_load(gw.url, way.sim.url, keys, False, args)
         async with client() as http:
             values = await counters(http, gw.url)
         run["evictions"] = sum(
             v for k, v in values.items() if k.startswith("llmserver_preemptions_total")
         )
         return run
-    finally:
-        if gw is not None:
-            gw.stop()
-        if db is not None:
-            db.drop()
-        sim.stop()
-        tmp.cleanup()
 
 
 async def main(argv: list[str] | None = None) -> int:
