@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import httpx
@@ -91,9 +91,15 @@ def chat_body(max_tokens: int = 8, stream: bool = True, **extra: Any) -> bytes:
 
 
 def open_request(
-    key: str, body: bytes, path: str = "/v1/chat/completions"
+    key: str | None,
+    body: bytes,
+    path: str = "/v1/chat/completions",
+    headers: Iterable[tuple[bytes, bytes]] = (),
 ) -> ApplicationCommunicator:
+    """A POST of `body`, with `key` as a bearer key (None: no Authorization) and `headers`."""
     from llmserver.asgi import application
+
+    bearer = [] if key is None else [(b"authorization", f"Bearer {key}".encode())]
 
     scope = {
         "type": "http",
@@ -103,9 +109,10 @@ def open_request(
         "raw_path": path.encode(),
         "query_string": b"",
         "headers": [
-            (b"authorization", f"Bearer {key}".encode()),
+            *bearer,
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
+            *headers,
         ],
         "client": ("127.0.0.1", 5000),
         "server": ("127.0.0.1", 8000),
@@ -114,9 +121,12 @@ def open_request(
 
 
 async def start(
-    key: str, body: bytes, path: str = "/v1/chat/completions"
+    key: str | None,
+    body: bytes,
+    path: str = "/v1/chat/completions",
+    headers: Iterable[tuple[bytes, bytes]] = (),
 ) -> ApplicationCommunicator:
-    comm = open_request(key, body, path)
+    comm = open_request(key, body, path, headers)
     await comm.send_input({"type": "http.request", "body": body, "more_body": False})
     return comm
 

@@ -198,14 +198,7 @@ async def test_a_message_refusal_is_in_anthropics_error_shape(gateway, world):
 
 
 async def test_anthropics_x_api_key_header_authenticates(gateway, world):
-    from tests.api.conftest import open_request
-
     body = json.dumps(MESSAGE).encode()
-    comm = open_request("unused", body, "/v1/messages")
-    comm.scope["headers"] = [
-        (b"x-api-key", world["alice"].encode()),
-        (b"content-type", b"application/json"),
-    ]
-    await comm.send_input({"type": "http.request", "body": body, "more_body": False})
+    comm = await start(None, body, "/v1/messages", [(b"x-api-key", world["alice"].encode())])
     status, _, raw = await read_all(comm)
     assert status == 200 and json.loads(raw)["type"] == "message"

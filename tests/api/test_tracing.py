@@ -23,7 +23,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 from asgiref.sync import sync_to_async
-from channels.testing import ApplicationCommunicator
 
 from llmserver.testing.otlp import OtlpReceiver, ReceivedSpan
 from simulator.launcher import free_port, start_simulator
@@ -175,28 +174,8 @@ async def untraced(world: dict[str, Any], proxy: HeaderProxy) -> AsyncIterator[A
 async def complete(
     key: str, extra_headers: Any = (), model: str = MODEL
 ) -> tuple[int, dict[bytes, bytes], bytes]:
-    from llmserver.asgi import application
-
     body = chat_body(max_tokens=8, model=model)
-    path = "/v1/chat/completions"
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": "POST",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "headers": [
-            (b"authorization", f"Bearer {key}".encode()),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            *extra_headers,
-        ],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
-    comm = ApplicationCommunicator(application, scope)
-    await comm.send_input({"type": "http.request", "body": body, "more_body": False})
+    comm = await start(key, body, headers=extra_headers)
     return await read_all(comm)
 
 
