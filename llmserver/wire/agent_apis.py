@@ -82,7 +82,7 @@ def validate_responses(data: dict[str, Any], limits: TokenLimits) -> CompletionR
     if instructions is not None and not isinstance(instructions, str):
         raise invalid("'instructions' must be a string.", "instructions")
     field = "max_output_tokens"
-    _, asked = check_max_tokens({"max_tokens": data.get(field)}, limits)
+    _, asked = check_max_tokens(data, limits, (field,))
     check_user(data)
     sent = asked if asked is not None else limits.tier
     text = "\n".join([instructions or "", *_texts(given)])
@@ -98,7 +98,7 @@ def validate_messages(data: dict[str, Any], limits: TokenLimits) -> CompletionRe
     model = check_model(data)
     if data.get("max_tokens") is None:
         raise invalid("'max_tokens' is required.", "max_tokens")
-    _, asked = check_max_tokens(data, limits)
+    _, asked = check_max_tokens(data, limits, ("max_tokens",))
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid("'messages' must be a non-empty list of message objects.", "messages")

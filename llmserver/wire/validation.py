@@ -122,12 +122,15 @@ def _number(data: dict[str, Any], name: str, low: float, high: float) -> None:
         raise invalid(f"'{name}' must be between {low:g} and {high:g}; got {value}.", name)
 
 
-def check_max_tokens(data: dict[str, Any], limits: TokenLimits) -> tuple[str, int | None]:
-    """The field the client used and its value (None: not given), checked against the limits:
-    a tier's maximum is named in its refusal."""
-    name = (
-        "max_completion_tokens" if data.get("max_completion_tokens") is not None else "max_tokens"
-    )
+def check_max_tokens(
+    data: dict[str, Any],
+    limits: TokenLimits,
+    names: tuple[str, ...] = ("max_completion_tokens", "max_tokens"),
+) -> tuple[str, int | None]:
+    """The field the client used (the first of `names` given; the API's own names for the
+    answer's maximum) and its value (None: not given), checked against the limits: a tier's
+    maximum is named in its refusal."""
+    name = next((n for n in names if data.get(n) is not None), names[-1])
     value = data.get(name)
     if value is None:
         return name, None

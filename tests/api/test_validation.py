@@ -192,3 +192,14 @@ def test_a_model_or_user_that_cannot_be_stored_is_refused(field, value):
 
 def test_a_model_of_exactly_the_column_width_is_accepted():
     assert check({**CHAT, "model": "m" * 128}).model == "m" * 128
+
+
+def test_a_responses_maximum_over_the_tiers_is_refused_under_its_own_name():
+    from llmserver.wire.agent_apis import validate_responses
+
+    with pytest.raises(ApiError) as info:
+        validate_responses(
+            {"model": "m", "input": "hi", "max_output_tokens": 301}, TokenLimits(16, 1000, tier=300)
+        )
+    assert (info.value.status, info.value.param) == (400, "max_output_tokens")
+    assert "'max_output_tokens' must be at most 300" in info.value.message
