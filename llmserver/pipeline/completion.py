@@ -93,7 +93,7 @@ class Completion:
             admission = await admit(
                 self.key,
                 self.req,
-                gw.pool(self.req.model, Endpoint(self.req.kind)),
+                gw.pool(self.req.model, self.req.kind),
                 gw.limits.holds,
                 self.request_id,
                 self.pricing.prices,

@@ -179,7 +179,9 @@ class Relay:
         self._id_rename = None
         if self.started:
             body = await self._resumption(client, body, upstream_model)
-        elif evict is not None and can_resume and self.req.stream and self.req.kind == "chat":
+        elif (
+            evict is not None and can_resume and self.req.stream and self.req.kind == Endpoint.CHAT
+        ):
             self.delivered = Delivered()
         if self.req.stream:
             await self._stream(client, path, body, priority, upstream_model, evict, can_resume)

@@ -245,7 +245,7 @@ def validate(kind: str, data: dict[str, Any], limits: TokenLimits) -> Completion
     if kind == Endpoint.EMBEDDINGS:
         return _embeddings(data)
     model = check_model(data)
-    if kind == "chat":
+    if kind == Endpoint.CHAT:
         text, rendered = _message_text(data.get("messages"))
     else:
         if "prompt" not in data:
