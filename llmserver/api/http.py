@@ -30,6 +30,7 @@ from llmserver.wire.errors import (
     internal_error,
     method_not_allowed,
     model_not_found,
+    not_started,
     shutting_down,
     too_large,
     unknown_endpoint,
@@ -359,13 +360,7 @@ class ServingConsumer(HealthConsumer):
         try:
             gw = await get_gateway()
         except Exception:
-            failed = ApiError(
-                503,
-                "The gateway did not start; /readyz says why.",
-                "server_error",
-                code="not_started",
-            )
-            await self.send_error(failed)
+            await self.send_error(not_started())
             return
         if gw.inflight.draining:
             await self.send_error(shutting_down())

@@ -153,6 +153,12 @@ def upstream_failed(message: str) -> ApiError:
     return ApiError(502, f"The backend failed: {message}", "server_error", code="upstream_error")
 
 
+def not_started() -> ApiError:
+    return ApiError(
+        503, "The gateway did not start; /readyz says why.", "server_error", code="not_started"
+    )
+
+
 def shutting_down() -> ApiError:
     return ApiError(
         503,
