@@ -13,7 +13,6 @@ from typing import IO, Any
 
 from llmserver.api.bodies import SpooledBodyConsumer, header
 from llmserver.batches import records
-from llmserver.batches.errors import file_too_large, unsupported_purpose
 from llmserver.batches.objects import file_object, list_object
 from llmserver.batches.storage import FileStore
 from llmserver.batches.upload import receive_upload
@@ -21,7 +20,7 @@ from llmserver.batches.validation import check_jsonl
 from llmserver.runtime.db import run_db
 from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
-from llmserver.wire.errors import ApiError, invalid
+from llmserver.wire.errors import ApiError, file_too_large, invalid, unsupported_purpose
 from tenants.models import FilePurpose
 from tenants.models.batches import new_file_id
 

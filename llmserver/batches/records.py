@@ -13,10 +13,15 @@ from typing import TypeVar
 from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
-from llmserver.batches.errors import batch_not_found, cannot_cancel, file_in_use, file_not_found
 from llmserver.batches.validation import COMPLETION_WINDOWS, CreateRequest
 from llmserver.runtime.keys import KeyInfo
-from llmserver.wire.errors import invalid
+from llmserver.wire.errors import (
+    batch_not_found,
+    cannot_cancel,
+    file_in_use,
+    file_not_found,
+    invalid,
+)
 from tenants.models import Batch, BatchStatus, FilePurpose, StoredFile
 from tenants.models.batches import ACTIVE_STATUSES
 

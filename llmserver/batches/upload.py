@@ -15,8 +15,7 @@ from django.core.exceptions import SuspiciousOperation
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile, StopUpload
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
 
-from llmserver.batches.errors import bad_upload, file_too_large
-from llmserver.wire.errors import invalid
+from llmserver.wire.errors import bad_upload, file_too_large, invalid
 
 FILE_FIELD = "file"
 

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmserver.batches.errors import invalid_file
-from llmserver.wire.errors import invalid
+from llmserver.wire.errors import invalid, invalid_file
 from tenants.endpoints import Endpoint
 
 ENDPOINTS = {
