@@ -49,12 +49,16 @@ class NamedEvents:
     """A stream whose events are named (`event:` lines) and that ends with its last named
     event, not `[DONE]`: the Responses API's and Anthropic's Messages API's, as vLLM serves
     them (`vllm/entrypoints/openai/responses/api_router.py`, `vllm/entrypoints/anthropic/
-    serving.py`). `text`: events that carry generated text; `usage`: events with token counts
-    (parsed, the others never); `end`: the events that finish the answer."""
+    serving.py`). `text`: events that carry generated text; `usage`: events with the answer's
+    token counts (parsed, the others never); `prompt_usage`: events with the prompt's count only
+    (Anthropic's `message_start` says `output_tokens: 0` before any text: taken as the answer's
+    count, a stream cut after it would bill nothing of what was delivered); `end`: the events
+    that finish the answer."""
 
     text: frozenset[bytes]
     usage: frozenset[bytes]
     end: frozenset[bytes]
+    prompt_usage: frozenset[bytes] = frozenset()
 
 
 _RESPONSE_ENDS = frozenset({b"response.completed", b"response.incomplete", b"response.failed"})
@@ -64,8 +68,9 @@ NAMED_EVENTS = {
     ),
     Endpoint.MESSAGES: NamedEvents(
         text=frozenset({b"content_block_delta"}),
-        usage=frozenset({b"message_start", b"message_delta"}),
+        usage=frozenset({b"message_delta"}),
         end=frozenset({b"message_stop"}),
+        prompt_usage=frozenset({b"message_start"}),
     ),
 }
 
@@ -301,6 +306,10 @@ class Relay:
         self._check_object(payload)
         if name in named.usage:
             self._take_usage(usage_in(name, payload))
+        elif name in named.prompt_usage:
+            usage = usage_in(name, payload)
+            if isinstance(usage, dict):
+                self._take_usage({"input_tokens": usage.get("input_tokens")})
         if name in named.end:
             self._ending = True
         if name in named.text:

@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from llmserver.pipeline.relay import upstream_body
 from llmserver.wire.validation import TokenLimits, validate
 from tenants.models import Backend, ModelRoute
-from tests.api.conftest import MODEL, chat_body, read_all, start, usage_rows
+from tests.api.conftest import MODEL, chat_body, read_all, start, usage_rows, wait_for
 
 EMBEDDER = "demo-embed"
 
@@ -202,3 +202,47 @@ async def test_anthropics_x_api_key_header_authenticates(gateway, world):
     comm = await start(None, body, "/v1/messages", [(b"x-api-key", world["alice"].encode())])
     status, _, raw = await read_all(comm)
     assert status == 200 and json.loads(raw)["type"] == "message"
+
+
+def text_events_in(body: bytes, name: bytes) -> int:
+    return sum(1 for block in body.split(b"\n\n") if block.startswith(b"event: " + name + b"\n"))
+
+
+async def hang_up_after(comm, events: int) -> bytes:
+    """Read the head and `events` body messages, then disconnect; what the client had."""
+    head = await comm.receive_output(10)
+    assert head["status"] == 200
+    got = b"".join([(await comm.receive_output(10))["body"] for _ in range(events)])
+    await comm.send_input({"type": "http.disconnect"})
+    return got
+
+
+async def test_a_response_stream_the_client_leaves_is_billed_the_text_it_received(gateway, world):
+    body = json.dumps({**RESPONSE, "max_output_tokens": 400, "stream": True}).encode()
+    comm = await start(world["alice"], body, "/v1/responses")
+    got = await hang_up_after(comm, 8)
+    await wait_for(lambda: not gateway.inflight.tasks, 5)
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    assert (row["endpoint"], row["status"]) == ("responses", "cancelled")
+    assert row["completion_tokens"] == text_events_in(got, b"response.output_text.delta") > 0
+
+
+async def test_a_message_stream_the_client_leaves_is_billed_the_text_it_received(gateway, world):
+    body = json.dumps({**MESSAGE, "max_tokens": 400, "stream": True}).encode()
+    comm = await start(world["alice"], body, "/v1/messages")
+    got = await hang_up_after(comm, 8)
+    await wait_for(lambda: not gateway.inflight.tasks, 5)
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    assert (row["endpoint"], row["status"]) == ("messages", "cancelled")
+    assert row["completion_tokens"] == text_events_in(got, b"content_block_delta") > 0
+
+
+async def test_a_response_the_backend_refuses_is_its_refusal_and_costs_nothing(gateway, world):
+    body = json.dumps({**RESPONSE, "previous_response_id": "resp_unknown"}).encode()
+    status, _, raw = await read_all(await start(world["alice"], body, "/v1/responses"))
+    assert status == 404 and "resp_unknown" in json.loads(raw)["error"]["message"]
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    assert (row["status"], row["completion_tokens"], float(row["cost"])) == ("error", 0, 0.0)
