@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
@@ -31,6 +32,7 @@ def records(cast):
         storage_name="file-x",
     )
     batch = Batch.objects.create(
+        id="batch_243535f359194528951f6e2d",  # '_24' is how the admin writes '$' in a path
         tenant=cast.acme,
         api_key=cast.alice,
         user="alice",
@@ -41,7 +43,10 @@ def records(cast):
     return {StoredFile: stored, Batch: batch}
 
 
-def url(model, view, *args):
+def url(model, view, *pks):
+    """The admin's own address of a record: ids such as 'batch_24..' are quoted as the admin quotes them
+    (it reads '_24' in a path as '$')."""
+    args = [quote(pk) for pk in pks]
     return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
 
 
