@@ -19,6 +19,7 @@ from tenants.models import (
     Batch,
     CostRule,
     FairSharePolicy,
+    Membership,
     ModelRoute,
     ModelTokenWeights,
     QuotaRule,
@@ -110,6 +111,14 @@ class ApiKeyInline(admin.TabularInline[Any, Any]):
         return False
 
 
+class MembershipInline(admin.TabularInline[Any, Any]):
+    model = Membership
+    extra = 0
+    fields = ["user", "role", "created_at"]
+    readonly_fields = ["created_at"]
+    autocomplete_fields = ["user"]
+
+
 class QuotaRuleInline(admin.TabularInline[Any, Any]):
     model = QuotaRule
     fk_name = "tenant"
@@ -132,7 +141,7 @@ class TenantAdmin(admin.ModelAdmin[Any]):
     list_filter = ["is_active", "default_tier"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
-    inlines = [ApiKeyInline, QuotaRuleInline]
+    inlines = [MembershipInline, ApiKeyInline, QuotaRuleInline]
 
 
 @admin.register(ApiKey)

@@ -3,8 +3,8 @@ what, and the changed fields before and after.
 
 What is recorded: every save and delete of the configuration (`CONFIG_MODELS`: tenants, tiers,
 keys, backends, routes, prices, quota rules, the fair-share policy and its per-model weights)
-and of who may change it (users, groups, and their group and permission assignments, through
-`m2m_changed`). A `pre_save` reads the old row (one primary-key query), `post_save` compares it
+and of who may change it (users, groups, tenant memberships, and their group and permission
+assignments, through `m2m_changed`). A `pre_save` reads the old row (one primary-key query), `post_save` compares it
 with what was saved and inserts one row, in the same transaction as the change, so a change that
 rolls back leaves no entry; a save that changed nothing, or only use (`ApiKey.last_used_at`, a
 user's `last_login`), leaves none either. Secrets (a key's hash, a backend's upstream key, a
@@ -32,6 +32,7 @@ from tenants.models.audit import AuditAction, AuditEntry
 from tenants.models.backends import Backend
 from tenants.models.config_changes import CONFIG_MODELS
 from tenants.models.keys import ApiKey
+from tenants.models.members import Membership
 from tenants.models.tenants import Tenant
 
 REDACTED = "[redacted]"
@@ -55,6 +56,7 @@ def audited_models() -> dict[type[models.Model], Audited]:
         skip=frozenset({"last_login"}), secret=frozenset({"password"})
     )
     recorded[Group] = Audited()
+    recorded[Membership] = Audited()
     return recorded
 
 

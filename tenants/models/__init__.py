@@ -6,6 +6,7 @@ from tenants.models.batches import Batch, BatchStatus, FilePurpose, StoredFile
 from tenants.models.config_changes import ConfigChanges, config_changes
 from tenants.models.fairshare import CostUnitChoice, FairSharePolicy, ModelTokenWeights
 from tenants.models.keys import APP_TYPE_BAND, ApiKey, AppType
+from tenants.models.members import Membership, Role
 from tenants.models.rules import CostRule, Metric, QuotaRule, Window
 from tenants.models.tenants import Tenant
 from tenants.models.tiers import Band, OverBudget, Tier
@@ -29,11 +30,13 @@ __all__ = [
     "CostUnitChoice",
     "FairSharePolicy",
     "FilePurpose",
+    "Membership",
     "Metric",
     "ModelRoute",
     "ModelTokenWeights",
     "OverBudget",
     "QuotaRule",
+    "Role",
     "StoredFile",
     "Tenant",
     "Tier",
