@@ -1,4 +1,5 @@
-"""Django URL routes: the admin, its report pages and dashboard, and the self-service API.
+"""Django URL routes: the admin, its report pages and dashboard, the self-service API and the
+tenants' own pages.
 
 The OpenAI API is routed in asgi.py. The report pages sit before `admin/` so that the admin's
 catch-all does not swallow them; they are wrapped in `admin_view` (staff only) and need a
@@ -33,6 +34,8 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
     path("api/v1/", include("tenants.api.urls")),
+    # The tenants' own pages (their administrators and members; tenants/portal/).
+    path("portal/", include("tenants.portal.urls")),
     # daphne serves no static files and deployments may have no web server in front: the
     # admin's own CSS and JS come from the app directories through Django (small, cacheable).
     re_path(r"^static/(?P<path>.*)$", serve_static, {"insecure": True}),

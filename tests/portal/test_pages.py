@@ -1,0 +1,113 @@
+"""What the portal shows: the tenant's (or a member's own) usage, budgets, refusals and queue."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+from django.utils import timezone
+
+from llmserver.runtime import snapshots
+from tenants.models import Membership, UsageRecord
+from tests.reports.usage_data import record
+
+
+def test_signing_in_with_one_tenant_lands_on_its_usage(cast, people, client):
+    user = get_user_model().objects.get(username="ada")
+    user.set_password("pw-long-x")
+    user.save()
+    response = client.post(
+        reverse("portal:login"), {"username": "ada", "password": "pw-long-x"}, follow=True
+    )
+    assert response.redirect_chain[-1][0] == reverse("portal:overview", args=["acme"])
+
+
+def test_a_person_in_two_tenants_chooses_one(people, cast):
+    Membership.objects.create(user=people.gil_membership.user, tenant=cast.acme)
+    page = people.gil.get(reverse("portal:home")).content.decode()
+    assert "Acme" in page and "Globex" in page
+
+
+def test_the_administrator_sees_everyones_usage_this_month(people, cast):
+    now = timezone.now()
+    record("a1", cast.acme, "alice", "llama-x", now, 1000, 10)
+    record("b1", cast.acme, "bob", "llama-x", now, 2000, 20)
+    response = people.ada.get(reverse("portal:overview", args=["acme"]))
+    assert {row["user"]: row["prompt_tokens"] for row in response.context["by_user"]} == {
+        "alice": 1000,
+        "bob": 2000,
+    }
+    assert response.context["totals"]["prompt_tokens"] == 3000
+
+
+def test_a_member_sees_only_their_own_usage(people, cast):
+    now = timezone.now()
+    record("a1", cast.acme, "alice", "alice-model", now, 1000, 10)
+    record("b1", cast.acme, "ben", "ben-model", now, 2000, 20)
+    page = people.ben.get(reverse("portal:overview", args=["acme"])).content.decode()
+    assert "ben-model" in page and "alice-model" not in page
+
+
+def test_refusals_this_month_are_counted_by_cause(people, cast):
+    now = timezone.now()
+    for i, cause in enumerate(["rate_limit_exceeded", "rate_limit_exceeded", "budget_exceeded"]):
+        row = record(f"r{i}", cast.acme, "alice", "m", now, 0, 0, status="rejected")
+        UsageRecord.objects.filter(pk=row.pk).update(error_type=cause)
+    response = people.ada.get(reverse("portal:overview", args=["acme"]))
+    assert dict(response.context["refusals"]) == {"rate limit": 2, "quota": 0, "budget": 1}
+
+
+def test_the_budget_shows_spend_against_it(people, cast):
+    cast.acme.monthly_budget = Decimal("1")
+    cast.acme.save()
+    response = people.ada.get(reverse("portal:overview", args=["acme"]))
+    assert response.context["budget"].budget == Decimal("1")
+
+
+@pytest.fixture
+def snapshot(monkeypatch):
+    lanes = [
+        {
+            "model": "m",
+            "band": 0,
+            "tenant": "acme",
+            "user": "alice",
+            "depth": 3,
+            "in_flight": 1,
+            "service": 0.0,
+            "waiting_reason": "gate closed",
+        },
+        {
+            "model": "m",
+            "band": 0,
+            "tenant": "acme",
+            "user": "ben",
+            "depth": 1,
+            "in_flight": 0,
+            "service": 0.0,
+            "waiting_reason": "",
+        },
+        {
+            "model": "m",
+            "band": 0,
+            "tenant": "globex",
+            "user": "charlie",
+            "depth": 9,
+            "in_flight": 2,
+            "service": 0.0,
+            "waiting_reason": "",
+        },
+    ]
+    monkeypatch.setattr(snapshots, "_latest", {"queues": lanes, "backends": [], "totals": {}})
+
+
+def test_the_live_queue_shows_the_tenants_lanes_only(people, snapshot):
+    lanes = people.ada.get(reverse("portal:queue", args=["acme"])).context["lanes"]
+    assert [lane["user"] for lane in lanes] == ["alice", "ben"]
+
+
+def test_a_members_live_queue_is_their_own(people, snapshot):
+    lanes = people.ben.get(reverse("portal:queue", args=["acme"])).context["lanes"]
+    assert [lane["user"] for lane in lanes] == ["ben"]
