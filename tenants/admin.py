@@ -103,7 +103,9 @@ class ApiKeyInline(admin.TabularInline[Any, Any]):
     model = ApiKey
     extra = 0
     fields = ["prefix", "user", "name", "app_type", "tier_override", "revoked", "last_used_at"]
-    readonly_fields = ["prefix", "last_used_at"]
+    # A summary with quick revocation: the rest is edited on the key's own page (linked). Six
+    # editable inputs per row made a tenant with long key names wider than a 1280 px screen.
+    readonly_fields = ["prefix", "user", "name", "app_type", "tier_override", "last_used_at"]
     show_change_link = True
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:

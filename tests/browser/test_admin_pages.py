@@ -9,113 +9,21 @@ with UPDATE_SCREENSHOTS=1).
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
-import tempfile
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from llmserver.testing.processes import ROOT, Database, GatewayProcess, start_gateway
-from simulator.launcher import start_simulator
+from llmserver.testing.processes import GatewayProcess
+from tests.browser.pages import login, overflow, require_chromium, screenshot
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-OUT = ROOT / "test-output"
-DOCS = ROOT / "docs" / "img"
+require_chromium()
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-    pytest.skip(
-        "chromium/chromedriver missing: apt-get install -y chromium chromium-driver",
-        allow_module_level=True,
-    )
-
+from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 pytestmark = pytest.mark.e2e
-
-FILL = """
-from datetime import timedelta
-from django.utils import timezone
-from tenants.models import Tenant
-from tests.reports.usage_data import record
-demo = Tenant.objects.get(slug="demo")
-now = timezone.now().replace(minute=0, second=0, microsecond=0)
-for day in range(14):
-    for i, (user, model, band) in enumerate([("alice", "demo-llama", 0), ("bob", "demo-llama", 0),
-                                             ("nightly-eval", "demo-mistral", 2)]):
-        for n in range((day * 7 + i * 3) % 5 + 1):
-            record(f"seed-{day}-{i}-{n}", demo, user, model, now - timedelta(days=day, minutes=n),
-                   400 + 50 * n + 30 * day, 200 + 20 * day, band=band,
-                   wait=0.05 * (n + 1) * (band * 8 + 1), ttft=0.3 * (n + 1) + band * 2)
-"""
-
-
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    sim = start_simulator("--max-num-seqs", "2", "--model", "demo-llama")
-    database = Database(Path(tmp_path_factory.mktemp("browser")))
-    url = database.url
-    if url.startswith("sqlite:"):
-        # env.database_from_url reads sqlite:////abs as a path relative to the project; until
-        # that is fixed, keep the file under the project's gitignored test-output/.
-        OUT.mkdir(exist_ok=True)
-        (OUT / "browser.sqlite3").unlink(missing_ok=True)
-        url = "sqlite:///test-output/browser.sqlite3"
-    gw = start_gateway(url, sim.url, {"SCRAPE_INTERVAL": "0.1"})
-    gw.manage("shell", "-c", FILL)
-    yield gw
-    gw.stop()
-    sim.stop()
-    database.drop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
-    profile = tempfile.mkdtemp(prefix="chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1500",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=webdriver.ChromeService(DRIVER), options=options)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
-
-
-def screenshot(driver: webdriver.Chrome, name: str) -> None:
-    OUT.mkdir(exist_ok=True)
-    DOCS.mkdir(parents=True, exist_ok=True)
-    driver.save_screenshot(str(OUT / name))
-    # The README's copies change only when asked, so a test run leaves the tree clean.
-    if os.environ.get("UPDATE_SCREENSHOTS"):
-        shutil.copyfile(OUT / name, DOCS / name)
-
-
-def login(driver: webdriver.Chrome, gw: GatewayProcess) -> None:
-    driver.get(gw.url + "/admin/login/")
-    if "/admin/login/" not in driver.current_url:  # this browser's session is logged in already
-        return
-    driver.find_element(By.NAME, "username").send_keys("admin")
-    driver.find_element(By.NAME, "password").send_keys(gw.demo["admin_password"])
-    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    WebDriverWait(driver, 10).until(lambda d: "/admin/login/" not in d.current_url)
 
 
 def completions(gw: GatewayProcess, n: int) -> list[threading.Thread]:
@@ -215,7 +123,4 @@ def test_the_dashboard_fits_a_1280_pixel_screen(
             or "No backends" in d.find_element(By.ID, "dash-backends").text
         )
     )
-    overflow = browser.execute_script(
-        "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
-    )
-    assert overflow <= 0
+    assert overflow(browser) <= 0
