@@ -103,7 +103,9 @@ def test_the_operators_tenant_page_with_many_keys_fits_1280_pixels(
     login(browser, portal)
     browser.set_window_size(1280, 1000)
     browser.get(portal.url + "/admin/tenants/tenant/")
-    browser.get(browser.find_element(By.CSS_SELECTOR, "#result_list tbody th a").get_attribute("href"))
+    browser.get(
+        browser.find_element(By.CSS_SELECTOR, "#result_list tbody th a").get_attribute("href")
+    )
     assert "service-account-with-a-long-name-11" in browser.page_source
     screenshot(browser, "admin-tenant.png")
     assert overflow(browser) <= 0
