@@ -30,6 +30,7 @@ from llmserver.env import (
 from llmserver.proxy import FORWARDED_PROTO, csrf_trusted_origins
 from llmserver.runtime.tracing import otlp_traces_endpoint, traces_exporters
 from scheduling import CostUnit, WithinPrincipal
+from tenants.sso.config import sso_from_env, sso_settings
 
 django_stubs_ext.monkeypatch()
 
@@ -118,6 +119,15 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Where a tenant's administrator or member lands after signing in (operators: the admin).
+LOGIN_REDIRECT_URL = "/portal/"
+
+# Single sign-on (OpenID Connect, tenants/sso): off unless OIDC_RP_CLIENT_ID is set, and then
+# beside the local passwords, which stay the break-glass (docs/DEPLOYMENT.md, "Single sign-on").
+SSO = sso_from_env()
+if SSO is not None:
+    globals().update(sso_settings(SSO))
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]

@@ -4,11 +4,13 @@ tenants' own pages.
 The OpenAI API is routed in asgi.py. The report pages sit before `admin/` so that the admin's
 catch-all does not swallow them; they are wrapped in `admin_view` (staff only) and need a
 named permission (`tenants.view_usage_report`, `tenants.view_queue_dashboard`): 403 without.
-Static files are served here too (see below).
+Static files are served here too (see below). Single sign-on's routes (/oidc/) exist only when
+it is configured (`settings.SSO`).
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.decorators import permission_required
 from django.contrib.staticfiles.views import serve as serve_static
@@ -40,3 +42,5 @@ urlpatterns = [
     # admin's own CSS and JS come from the app directories through Django (small, cacheable).
     re_path(r"^static/(?P<path>.*)$", serve_static, {"insecure": True}),
 ]
+if settings.SSO is not None:
+    urlpatterns.append(path("oidc/", include("tenants.sso.urls")))

@@ -5,6 +5,8 @@ command being run, or the system.
 `audit_context` is a middleware (sync and async) that holds the current request in a context
 variable while the view runs; the user is read only when a change is recorded, so a DRF view's
 API key counts (DRF sets the key's principal as the request's user once it authenticates).
+`acting_as` names who acts inside a request when no one is signed in yet: a single sign-on login
+that creates the user and applies the identity provider's roles before Django logs them in.
 `name_commands` wraps `BaseCommand.execute` so that a change made by `manage.py <command>` or
 `call_command` names the command: Django has no hook for a command's start.
 """
@@ -13,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +33,7 @@ from tenants.models.keys import ApiKey
 
 _request: ContextVar[HttpRequest | None] = ContextVar("audit_request", default=None)
 _command: ContextVar[str | None] = ContextVar("audit_command", default=None)
+_acting: ContextVar[str | None] = ContextVar("audit_acting", default=None)
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,11 @@ class Actor:
 def current_actor() -> Actor:
     """Who is changing things now: the request's user or API key, the command, or the system."""
     request = _request.get()
+    acting = _acting.get()
     if request is not None:
         address = client_address(request.META, settings.TRUSTED_PROXIES)
+        if acting is not None:
+            return Actor(ActorKind.SYSTEM, acting, address)
         user = getattr(request, "user", None)
         key = getattr(user, "api_key", None)
         if isinstance(key, ApiKey):
@@ -54,7 +61,17 @@ def current_actor() -> Actor:
     command = _command.get()
     if command is not None:
         return Actor(ActorKind.COMMAND, f"manage.py {command}")
-    return Actor(ActorKind.SYSTEM, "system")
+    return Actor(ActorKind.SYSTEM, acting or "system")
+
+
+@contextmanager
+def acting_as(name: str) -> Iterator[None]:
+    """Changes made inside are the system's, named `name`, from the request's address."""
+    token = _acting.set(name)
+    try:
+        yield
+    finally:
+        _acting.reset(token)
 
 
 @functools.lru_cache(maxsize=8)

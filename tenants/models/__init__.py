@@ -8,6 +8,7 @@ from tenants.models.fairshare import CostUnitChoice, FairSharePolicy, ModelToken
 from tenants.models.keys import APP_TYPE_BAND, ApiKey, AppType
 from tenants.models.members import Membership, Role
 from tenants.models.rules import CostRule, Metric, QuotaRule, Window
+from tenants.models.sso import SsoIdentity
 from tenants.models.tenants import Tenant
 from tenants.models.tiers import Band, OverBudget, Tier
 from tenants.models.usage import UsageRecord, UsageStatus
@@ -37,6 +38,7 @@ __all__ = [
     "OverBudget",
     "QuotaRule",
     "Role",
+    "SsoIdentity",
     "StoredFile",
     "Tenant",
     "Tier",
