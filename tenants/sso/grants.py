@@ -77,7 +77,7 @@ def sign_in(conf: SsoConfig, issuer: str, subject: str, claims: Mapping[str, Any
             identity.save(update_fields=["granted_staff", "granted_superuser", "granted_tenants"])
         if not user.is_active:
             return Login(None, DISABLED)
-        if not (user.is_staff or user.memberships.exists()):
+        if not (user.is_staff or Membership.objects.filter(user=user).exists()):
             return Login(None, NO_ROLE)
     return Login(user)
 
