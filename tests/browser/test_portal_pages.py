@@ -72,7 +72,7 @@ def test_an_administrator_reads_usage_makes_a_working_key_and_revokes_it(
     form.find_element(By.NAME, "user").send_keys("ada")
     form.find_element(By.NAME, "allowed_models").send_keys("demo-*")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    secret = browser.find_element(By.ID, "secret").text
+    secret = WebDriverWait(browser, 10).until(lambda d: d.find_element(By.ID, "secret")).text
     assert chat(portal, secret) == 200
 
     browser.find_element(By.LINK_TEXT, "Back to the keys").click()
