@@ -79,12 +79,16 @@ def build_application(conf: GatewaySettings) -> ProtocolTypeRouter:
         re_path(r"", django_asgi),
     ]
 
-    # The dashboard trusts the session cookie, which a browser sends from any page: only pages
+    # The dashboards trust the session cookie, which a browser sends from any page: only pages
     # served from one of ALLOWED_HOSTS may open it (a socket with no Origin, or a foreign one, is
     # refused). The completions socket takes a bearer key, never the cookie, so any origin may.
     websocket_routes = [
         path("ws/v1/chat/completions", CompletionSocketConsumer.as_asgi()),
         path(dashboard.WS_PATH, AllowedHostsOriginValidator(DashboardConsumer.as_asgi())),
+        path(
+            dashboard.TENANT_WS_PATH,
+            AllowedHostsOriginValidator(dashboard.TenantQueueConsumer.as_asgi()),
+        ),
     ]
 
     return ProtocolTypeRouter(

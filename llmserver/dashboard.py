@@ -1,4 +1,5 @@
-"""The live queue dashboard: its page and its WebSocket, staff only, fed by scheduler snapshots.
+"""The live queue dashboard: its page and its WebSocket, staff only, fed by scheduler snapshots;
+and the tenant's own live queue for its portal page, its lanes only.
 
 The gateway's publisher (`llmserver.runtime.snapshots`) sends a snapshot every half second or so
 while the scheduler changes; every connected dashboard in the channel-layer group receives it. A new connection
@@ -16,7 +17,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from llmserver.runtime.snapshots import GROUP, latest_snapshot
-from tenants.models import Band
+from tenants.models import Band, Membership, Role
 
 WS_PATH = "ws/admin/dashboard/"
 FORBIDDEN = 4403
@@ -61,3 +62,62 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
 
     async def dashboard_snapshot(self, event: dict[str, Any]) -> None:
         await self.send_json({"type": "snapshot", "snapshot": event["snapshot"]})
+
+
+TENANT_WS_PATH = "ws/portal/<slug:slug>/queue/"
+
+
+def tenant_lanes(snapshot: dict[str, Any], tenant: str, user: str | None) -> list[dict[str, Any]]:
+    """The lanes of one tenant (of one of its people, when `user` is given): all a tenant's page
+    may see of a snapshot. Backends and totals are the whole gateway's and are left out."""
+    return [
+        lane
+        for lane in snapshot.get("queues", [])
+        if lane["tenant"] == tenant and user in (None, lane["user"])
+    ]
+
+
+class TenantQueueConsumer(AsyncJsonWebsocketConsumer):
+    """The portal's live queue: a member of the tenant in the path receives that tenant's lanes
+    (a member, their own) from every snapshot, whichever process leads the scheduler; anyone
+    else is refused."""
+
+    tenant = ""
+    user: str | None = None
+
+    async def connect(self) -> None:
+        scope_user = self.scope.get("user")
+        slug = self.scope["url_route"]["kwargs"]["slug"]
+        if scope_user is None or not (scope_user.is_authenticated and scope_user.is_active):
+            await self.close(code=FORBIDDEN)
+            return
+        role = await database_sync_to_async(
+            Membership.objects.filter(
+                user_id=scope_user.pk, tenant__slug=slug, tenant__is_active=True
+            )
+            .values_list("role", flat=True)
+            .first
+        )()
+        if role is None:
+            await self.close(code=FORBIDDEN)
+            return
+        self.tenant = slug
+        self.user = None if role == Role.ADMIN else scope_user.get_username()
+        await self.channel_layer.group_add(GROUP, self.channel_name)
+        await self.accept()
+        latest = latest_snapshot()
+        if latest is not None:
+            await self._send(latest)
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(GROUP, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """The page only listens; anything a client sends is ignored."""
+
+    async def dashboard_snapshot(self, event: dict[str, Any]) -> None:
+        await self._send(event["snapshot"])
+
+    async def _send(self, snapshot: dict[str, Any]) -> None:
+        lanes = tenant_lanes(snapshot, self.tenant, self.user)
+        await self.send_json({"type": "queue", "wall": snapshot.get("wall"), "lanes": lanes})

@@ -14,7 +14,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from llmserver.runtime.snapshots import latest_snapshot
 from tenants.api.serializers import TENANT_AUDIT_MODELS
 from tenants.budget import budget_state, standing
 from tenants.models import ApiKey, AuditEntry, Membership, Role, UsageRecord, UsageStatus
@@ -97,20 +96,9 @@ def overview(request: HttpRequest, membership: Membership) -> HttpResponse:
 
 @tenant_page()
 def queue(request: HttpRequest, membership: Membership) -> HttpResponse:
-    """The tenant's lanes in the scheduler now (a member's own), from the snapshot this process
-    last published; the page reloads itself."""
-    snapshot = latest_snapshot() or {}
-    own = None if membership.is_admin else membership.user.get_username()
-    lanes = [
-        lane
-        for lane in snapshot.get("queues", [])
-        if lane["tenant"] == membership.tenant.slug and own in (None, lane["user"])
-    ]
-    return render(
-        request,
-        "portal/queue.html",
-        _context(membership, section="queue", lanes=lanes, live=bool(snapshot)),
-    )
+    """The tenant's lanes in the scheduler (a member's own), live over a WebSocket that the
+    gateway feeds from each scheduler snapshot (`llmserver.dashboard.TenantQueueConsumer`)."""
+    return render(request, "portal/queue.html", _context(membership, section="queue"))
 
 
 @tenant_page()

@@ -1,8 +1,11 @@
 """Headless Chromium at 1280 px: a tenant's administrator signs in to the portal, reads the
-tenant's usage, makes an API key that then works on the real API, revokes it, and adds a member;
+tenant's usage, makes an API key that then works on the real API, revokes it, adds a member and
+watches the tenant's lanes in the live queue;
 no page, nor the operators' tenant page with its key table, is wider than the screen."""
 
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -94,6 +97,37 @@ def test_an_administrator_adds_a_member(portal: GatewayProcess, browser: webdriv
     browser.find_element(By.XPATH, "//button[text()='Add']").click()
     WebDriverWait(browser, 10).until(lambda d: "dee" in d.find_element(By.ID, "members").text)
     assert overflow(browser) <= 0
+
+
+def test_the_live_queue_shows_the_tenants_lanes_as_they_run(
+    portal: GatewayProcess, browser: webdriver.Chrome
+) -> None:
+    browser.set_window_size(1280, 1000)
+    browser.get(portal.url + "/portal/demo/queue/")
+    if "/login/" in browser.current_url:
+        sign_in(browser, portal)
+        browser.get(portal.url + "/portal/demo/queue/")
+    wait = WebDriverWait(browser, 20, poll_frequency=0.1)
+    wait.until(lambda d: d.find_element(By.ID, "queue-conn").text == "live")
+    body = {
+        "model": "demo-llama",
+        "max_tokens": 150,
+        "messages": [{"role": "user", "content": "Tell me a long story."}],
+    }
+    headers = {"Authorization": f"Bearer {portal.key('alice')}"}
+    with ThreadPoolExecutor(4) as pool:
+        runs = [
+            pool.submit(
+                httpx.post,
+                portal.url + "/v1/chat/completions",
+                json=body,
+                headers=headers,
+                timeout=60,
+            )
+            for _ in range(4)
+        ]
+        wait.until(lambda d: "alice" in d.find_element(By.ID, "queue-lanes").text)
+        assert all(run.result().status_code == 200 for run in runs)
 
 
 def test_the_operators_tenant_page_with_many_keys_fits_1280_pixels(

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
 
-from llmserver.runtime import snapshots
 from tenants.models import Membership, UsageRecord
 from tests.reports.usage_data import record
 
@@ -64,50 +62,3 @@ def test_the_budget_shows_spend_against_it(people, cast):
     cast.acme.save()
     response = people.ada.get(reverse("portal:overview", args=["acme"]))
     assert response.context["budget"].budget == Decimal("1")
-
-
-@pytest.fixture
-def snapshot(monkeypatch):
-    lanes = [
-        {
-            "model": "m",
-            "band": 0,
-            "tenant": "acme",
-            "user": "alice",
-            "depth": 3,
-            "in_flight": 1,
-            "service": 0.0,
-            "waiting_reason": "gate closed",
-        },
-        {
-            "model": "m",
-            "band": 0,
-            "tenant": "acme",
-            "user": "ben",
-            "depth": 1,
-            "in_flight": 0,
-            "service": 0.0,
-            "waiting_reason": "",
-        },
-        {
-            "model": "m",
-            "band": 0,
-            "tenant": "globex",
-            "user": "charlie",
-            "depth": 9,
-            "in_flight": 2,
-            "service": 0.0,
-            "waiting_reason": "",
-        },
-    ]
-    monkeypatch.setattr(snapshots, "_latest", {"queues": lanes, "backends": [], "totals": {}})
-
-
-def test_the_live_queue_shows_the_tenants_lanes_only(people, snapshot):
-    lanes = people.ada.get(reverse("portal:queue", args=["acme"])).context["lanes"]
-    assert [lane["user"] for lane in lanes] == ["alice", "ben"]
-
-
-def test_a_members_live_queue_is_their_own(people, snapshot):
-    lanes = people.ben.get(reverse("portal:queue", args=["acme"])).context["lanes"]
-    assert [lane["user"] for lane in lanes] == ["ben"]
