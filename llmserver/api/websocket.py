@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -138,7 +139,12 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             req = validate(endpoint, body, key.token_limits(self.gw.settings))
             # The client's id only names the request on this socket; clients reuse ids.
             await Completion(
-                self.gw, key, req, SocketSink(self, request_id), new_request_id()
+                self.gw,
+                key,
+                req,
+                SocketSink(self, request_id),
+                new_request_id(),
+                self._trace_context(message),
             ).run()
         except ApiError as exc:
             await self._error(request_id, exc)
@@ -153,6 +159,16 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             await self._error(request_id, internal_error())
         finally:
             self.tasks.pop(request_id, None)
+
+    def _trace_context(self, message: dict[str, Any]) -> Iterable[tuple[bytes, bytes]]:
+        """The request's trace context: its message's `traceparent` and `tracestate` (each
+        request on a socket may belong to a different trace), else the handshake's headers."""
+        fields = [
+            (name.encode(), value.encode("latin-1", "replace"))
+            for name in ("traceparent", "tracestate")
+            if isinstance(value := message.get(name), str) and len(value) <= 512
+        ]
+        return fields or self.scope.get("headers", ())
 
     async def _error(self, request_id: str | None, exc: ApiError) -> None:
         await self._send_quietly(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -276,6 +277,47 @@ async def test_a_client_traceparent_is_continued(traced, world, receiver, proxy)
     assert (root.trace_id, root.parent_id) == (CLIENT_TRACE, CLIENT_SPAN)
     assert {s.trace_id for s in spans} == {CLIENT_TRACE}
     assert proxy.seen[0]["traceparent"].split("-")[1] == CLIENT_TRACE
+
+
+async def traced_over_socket(
+    gw: Any, key: str, receiver: OtlpReceiver, message: dict[str, Any], headers: Any = ()
+) -> list[ReceivedSpan]:
+    """One request over the completions WebSocket; the spans of the client's trace."""
+    from channels.testing import WebsocketCommunicator
+
+    from llmserver.asgi import application
+
+    ws = WebsocketCommunicator(application, f"/ws/v1/chat/completions?api_key={key}", headers)
+    assert (await ws.connect())[0]
+    body = json.loads(chat_body(max_tokens=8))
+    await ws.send_json_to({"type": "request", "id": "r", "body": body, **message})
+    while (await ws.receive_json_from(10))["type"] not in ("done", "response", "error"):
+        pass
+    await ws.disconnect()
+    deadline = asyncio.get_running_loop().time() + 10
+    while not [s for s in receiver.received() if s.name == f"chat {MODEL}"]:
+        assert await gw.tracing.flush()
+        assert asyncio.get_running_loop().time() < deadline, "the request's span never came"
+        await asyncio.sleep(0.05)
+    return [s for s in receiver.received() if s.trace_id == CLIENT_TRACE]
+
+
+async def test_a_websocket_request_continues_the_traceparent_in_its_message(
+    traced, world, receiver
+):
+    traceparent = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
+    spans = await traced_over_socket(traced, world["alice"], receiver, {"traceparent": traceparent})
+    assert named(spans, f"chat {MODEL}").parent_id == CLIENT_SPAN
+
+
+async def test_a_websocket_request_without_one_continues_the_handshakes_traceparent(
+    traced, world, receiver
+):
+    traceparent = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01".encode()
+    spans = await traced_over_socket(
+        traced, world["alice"], receiver, {}, [(b"traceparent", traceparent)]
+    )
+    assert named(spans, f"chat {MODEL}").parent_id == CLIENT_SPAN
 
 
 async def test_a_request_sent_again_after_a_backend_failure_has_a_dispatch_each_time(
