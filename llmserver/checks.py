@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from llmserver.conf import SchedulerTransportKind, gateway_settings
+from llmserver.conf import USAGE_RETENTION_MIN_DAYS, SchedulerTransportKind, gateway_settings
 
 
 @checks.register(checks.Tags.security)
@@ -61,6 +61,23 @@ def check_redis_transport_has_redis(app_configs: Any, **kwargs: Any) -> list[che
                 "SCHEDULER_TRANSPORT=redis needs REDIS_URL: the processes share their scheduler "
                 "through Redis.",
                 id="gateway.E003",
+            )
+        ]
+    return []
+
+
+@checks.register()
+def check_usage_retention(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    try:
+        conf = gateway_settings()
+    except (TypeError, ValueError):
+        return []  # gateway.E002 says why
+    if conf.usage_retention_days < USAGE_RETENTION_MIN_DAYS:
+        return [
+            checks.Error(
+                f"USAGE_RETENTION_DAYS must be at least {USAGE_RETENTION_MIN_DAYS}: hourly and "
+                "per-minute quota windows count per-request usage rows, which pruning deletes.",
+                id="gateway.E004",
             )
         ]
     return []
