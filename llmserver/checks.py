@@ -64,3 +64,22 @@ def check_redis_transport_has_redis(app_configs: Any, **kwargs: Any) -> list[che
             )
         ]
     return []
+
+
+@checks.register()
+def check_usage_retention(app_configs: Any, **kwargs: Any) -> list[checks.CheckMessage]:
+    try:
+        conf = gateway_settings()
+    except (TypeError, ValueError):
+        return []  # gateway.E002 says why
+    from tenants.retention import MIN_DAYS  # the models, which checks may import once loaded
+
+    if conf.usage_retention_days < MIN_DAYS:
+        return [
+            checks.Error(
+                f"USAGE_RETENTION_DAYS must be at least {MIN_DAYS}: hourly and "
+                "per-minute quota windows count per-request usage rows, which pruning deletes.",
+                id="gateway.E004",
+            )
+        ]
+    return []

@@ -52,6 +52,9 @@ class GatewaySettings:
     default_max_tokens: int = 256
     usage_flush_interval: float = 1.0
     usage_batch_size: int = 500
+    # Per-request usage rows older than this many whole UTC days are deleted (tenants/retention.py);
+    # their sums live on in the daily roll-ups, which every report, budget and quota reads.
+    usage_retention_days: int = 90
     key_cache_seconds: float = 30.0
     drain_seconds: float = 30.0
     # /metrics names tenants and counts their tokens: a bearer token and/or the client networks

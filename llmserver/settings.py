@@ -189,6 +189,8 @@ LLMSERVER = {
     "DEFAULT_MAX_TOKENS": env_int("DEFAULT_MAX_TOKENS", D.default_max_tokens, minimum=1),
     "USAGE_FLUSH_INTERVAL": env_float("USAGE_FLUSH_INTERVAL", D.usage_flush_interval, minimum=0.01),
     "USAGE_BATCH_SIZE": env_int("USAGE_BATCH_SIZE", D.usage_batch_size, minimum=1),
+    # Its least value is tenants.retention.MIN_DAYS, checked at start (gateway.E004).
+    "USAGE_RETENTION_DAYS": env_int("USAGE_RETENTION_DAYS", D.usage_retention_days),
     "KEY_CACHE_SECONDS": env_float("KEY_CACHE_SECONDS", D.key_cache_seconds, minimum=0.0),
     "DRAIN_SECONDS": env_float("DRAIN_SECONDS", D.drain_seconds, minimum=0.0),
     "CLIENT_READ_TIMEOUT": env_float("CLIENT_READ_TIMEOUT", D.client_read_timeout, minimum=0.1),

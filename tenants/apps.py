@@ -3,13 +3,22 @@ from __future__ import annotations
 from typing import Any
 
 from django.apps import AppConfig
+from django.apps.registry import Apps
+from django.core.exceptions import FieldDoesNotExist
 from django.db.models.signals import post_migrate
 
 
-def _install_triggers(using: str = "default", **kwargs: Any) -> None:
+def _install_triggers(using: str = "default", apps: Apps | None = None, **kwargs: Any) -> None:
     from tenants.models.config_changes import install_triggers
+    from tenants.models.usage_daily import install_rollup_trigger
 
     install_triggers(using)
+    if apps is not None:  # not after migrating back past 0020, whose columns it writes
+        try:
+            apps.get_model("tenants", "UsageDaily")._meta.get_field("key_id")
+        except (LookupError, FieldDoesNotExist):
+            return
+    install_rollup_trigger(using)
 
 
 class TenantsConfig(AppConfig):

@@ -18,7 +18,7 @@ from decimal import Decimal
 
 from django.db.models import Sum
 
-from tenants.models import Tenant, Tier, UsageRecord
+from tenants.models import Tenant, Tier, UsageDaily
 from tenants.models.rules import Window, window_end, window_start
 
 CACHE_SECONDS = 5.0
@@ -38,14 +38,14 @@ class BudgetState:
 
 def month_spend(tenant_id: int, now: datetime, key_id: int | None = None) -> Decimal:
     """The cost of the tenant (or of one of its keys) in the calendar month (UTC) containing
-    `now`, summed in the database."""
-    rows = UsageRecord.objects.filter(
+    `now`, summed in the database from the month's daily rows: a month is whole days."""
+    rows = UsageDaily.objects.filter(
         tenant_id=tenant_id,
-        queued_at__gte=window_start(Window.MONTH, now),
-        queued_at__lt=window_end(Window.MONTH, now),
+        day__gte=window_start(Window.MONTH, now).date(),
+        day__lt=window_end(Window.MONTH, now).date(),
     )
     if key_id is not None:
-        rows = rows.filter(api_key_id=key_id)
+        rows = rows.filter(key_id=key_id)
     return Decimal(rows.aggregate(total=Sum("cost"))["total"] or 0)
 
 

@@ -1,7 +1,8 @@
 """Quota checks: consumption per rule, aggregated in the database, and the admission decision.
 
-`check_quota` runs on every API request, so it costs two queries whatever the number of rules:
-one for the rules that apply to the key, one conditional aggregate that measures all of them.
+`check_quota` runs on every API request, so it costs at most three queries whatever the number of
+rules: one for the rules that apply to the key, and one conditional aggregate that measures all
+of them over the daily sums (day and month windows) and one over the records (hours, minutes).
 Records count from the moment they were queued; rejected requests count for nothing, so a
 refused client does not extend its own lockout. Usage is written in batches off the request path,
 so consumption may lag the last second or so of traffic.
@@ -16,13 +17,24 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, F, Q, Sum, Value
+from django.db.models import Count, F, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce
 
-from tenants.models import ApiKey, Metric, QuotaRule, Tenant, UsageRecord, UsageStatus
-from tenants.models.rules import window_end, window_start
+from tenants.models import (
+    ApiKey,
+    Metric,
+    QuotaRule,
+    Tenant,
+    UsageDaily,
+    UsageRecord,
+    UsageStatus,
+)
+from tenants.models.rules import Window, window_end, window_start
 
 ZERO = Decimal(0)
+# Windows that are whole UTC days, read from the daily sums (a month's is a few rows per user
+# and model a day); the shorter ones count the records, which retention always keeps.
+WHOLE_DAYS = (Window.DAY, Window.MONTH)
 
 
 @dataclass(frozen=True)
@@ -64,7 +76,11 @@ def model_q(pattern: str) -> Q:
 
 
 def _rule_q(rule: QuotaRule, user: str, now: datetime) -> Q:
-    q = Q(queued_at__gte=window_start(rule.window, now), queued_at__lt=window_end(rule.window, now))
+    start, end = window_start(rule.window, now), window_end(rule.window, now)
+    if rule.window in WHOLE_DAYS:
+        q = Q(day__gte=start.date(), day__lt=end.date())
+    else:
+        q = Q(queued_at__gte=start, queued_at__lt=end)
     if rule.per_user:
         q &= Q(user=user)
     return q & model_q(rule.model_pattern)
@@ -72,23 +88,31 @@ def _rule_q(rule: QuotaRule, user: str, now: datetime) -> Q:
 
 def _measure(rule: QuotaRule, q: Q) -> Any:
     if rule.metric == Metric.REQUESTS:
-        return Count("id", filter=q)
+        return Count("id", filter=q) if rule.window not in WHOLE_DAYS else Sum("requests", filter=q)
     if rule.metric == Metric.TOKENS:
         return Coalesce(Sum(F("prompt_tokens") + F("completion_tokens"), filter=q), Value(0))
     return Sum("cost", filter=q)
 
 
 def _consumed(rules: list[QuotaRule], tenant_id: int, user: str, now: datetime) -> list[Decimal]:
-    if not rules:
-        return []
-    earliest = min(window_start(r.window, now) for r in rules)
-    aggregates = {f"r{i}": _measure(r, _rule_q(r, user, now)) for i, r in enumerate(rules)}
-    row = (
-        UsageRecord.objects.filter(tenant_id=tenant_id, queued_at__gte=earliest)
-        .exclude(status=UsageStatus.REJECTED)
-        .aggregate(**aggregates)
-    )
-    return [Decimal(row[f"r{i}"] or 0) for i in range(len(rules))]
+    """One conditional aggregate over the daily rows for the rules whose windows are whole days,
+    one over the records for the others (hours, minutes)."""
+    used = [ZERO] * len(rules)
+    for whole_days in (True, False):
+        part = {i: r for i, r in enumerate(rules) if (r.window in WHOLE_DAYS) == whole_days}
+        if not part:
+            continue
+        earliest = min(window_start(r.window, now) for r in part.values())
+        rows: QuerySet[Any] = (
+            UsageDaily.objects.filter(tenant_id=tenant_id, day__gte=earliest.date())
+            if whole_days
+            else UsageRecord.objects.filter(tenant_id=tenant_id, queued_at__gte=earliest)
+        )
+        aggregates = {f"r{i}": _measure(r, _rule_q(r, user, now)) for i, r in part.items()}
+        row = rows.exclude(status=UsageStatus.REJECTED).aggregate(**aggregates)
+        for i in part:
+            used[i] = Decimal(row[f"r{i}"] or 0)
+    return used
 
 
 def consumption(rule: QuotaRule, tenant: Tenant, user: str, now: datetime) -> Decimal:

@@ -2,8 +2,8 @@
 
 One `Gateway` per process: the scheduler (here, or shared through Redis), the backends it talks
 to (`BackendPool`), the configuration kept current (`ConfigWatch`), the key cache, the admission
-limits, the usage writer, the metrics, the dashboard publisher, the prompt keyer and the
-completions in flight. Each does one job; the gateway starts, wires and stops them.
+limits, the usage writer and pruner, the metrics, the dashboard publisher, the prompt keyer and
+the completions in flight. Each does one job; the gateway starts, wires and stops them.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from llmserver.runtime.limits import AdmissionLimits
 from llmserver.runtime.observability import GatewayMetrics, KvEventsCollector
 from llmserver.runtime.pricing import Pricing
 from llmserver.runtime.prompt_tokens import PromptKeyer
+from llmserver.runtime.pruning import UsagePruner
 from llmserver.runtime.snapshots import SnapshotPublisher
 from llmserver.runtime.tracing import gateway_tracing
 from llmserver.runtime.usage import UsageWriter
@@ -52,6 +53,7 @@ class Gateway:
             conf.usage_flush_interval, conf.usage_batch_size, self.limits.holds.release
         )
         self.metrics = GatewayMetrics(self.snapshot, self.usage)
+        self.pruner = UsagePruner(conf.usage_retention_days)
         # The one seam to a scheduler elsewhere: in this process (the default, no Redis), or
         # shared through Redis by every process of a cluster.
         self.scheduler = self._scheduler(conf, clock)
@@ -92,6 +94,7 @@ class Gateway:
         await self.config_watch.start()
         work: list[Coroutine[Any, Any, None]] = [
             self.usage.run(),
+            self.pruner.run(),
             self.limits.holds.run(),
             self.config_watch.run_reloads(),
             self.config_watch.run_watch(),

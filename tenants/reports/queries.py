@@ -1,34 +1,38 @@
-"""Usage aggregates over a date range, computed in the database.
+"""Usage aggregates over a date range, computed in the database from the daily sums.
 
-Raw usage records and the daily roll-ups (`UsageDaily`) are aggregated separately, each with one
-GROUP BY, and the two small grouped results are merged; a day lives in one or the other, never
-both, because the roll-up deletes the records it summarised in the same transaction. Days are
-UTC calendar days whatever `TIME_ZONE` says, so a report reads the same on every deployment.
+Every record is in `UsageDaily` from the moment it is written (tenants/models/usage_daily.py),
+so a report over whole UTC days reads only those rows, a few per user and model a day, however
+many requests they sum and however long ago the records were pruned. Days are UTC calendar days
+whatever `TIME_ZONE` says, so a report reads the same on every deployment.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Q, QuerySet, Sum
 
 from tenants.models import UsageDaily, UsageRecord
 
 MEASURES = ("requests", "prompt_tokens", "completion_tokens", "total_tokens", "cost")
 
-# Report dimension -> (raw record fields, daily roll-up fields, output names).
-DIMENSIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
-    "tenant": (("tenant__slug",), ("tenant__slug",), ("tenant",)),
-    "user": (("tenant__slug", "user"), ("tenant__slug", "user"), ("tenant", "user")),
-    "model": (("model",), ("model",), ("model",)),
-    "day": (("day",), ("day",), ("day",)),
-    "status": (("status",), ("status",), ("status",)),
-    "endpoint": (("endpoint",), ("endpoint",), ("endpoint",)),
+# Report dimension -> (daily roll-up fields, output names).
+DIMENSIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "tenant": (("tenant__slug",), ("tenant",)),
+    "user": (("tenant__slug", "user"), ("tenant", "user")),
+    "model": (("model",), ("model",)),
+    "day": (("day",), ("day",)),
+    "status": (("status",), ("status",)),
+    "endpoint": (("endpoint",), ("endpoint",)),
+}
+SUMS = {
+    "requests": Sum("requests"),
+    "prompt": Sum("prompt_tokens"),
+    "completion": Sum("completion_tokens"),
+    "spent": Sum("cost"),
 }
 
 
@@ -69,63 +73,25 @@ class UsageFilter:
         return UsageDaily.objects.filter(self._scope(), day__gte=self.start, day__lte=self.end)
 
 
-def _raw_grouped(flt: UsageFilter, fields: tuple[str, ...]) -> QuerySet[Any]:
-    qs = flt.records()
-    if "day" in fields:
-        qs = qs.annotate(day=TruncDate("queued_at", tzinfo=UTC))
-    grouped: QuerySet[Any] = (
-        qs.values(*fields)
-        .annotate(
-            requests=Count("id"),
-            prompt=Sum("prompt_tokens"),
-            completion=Sum("completion_tokens"),
-            spent=Sum("cost"),
-        )
-        .order_by()
-    )
-    return grouped
+def _measures(row: dict[str, Any]) -> dict[str, Any]:
+    prompt, completion = int(row["prompt"] or 0), int(row["completion"] or 0)
+    return {
+        "requests": int(row["requests"] or 0),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "cost": _money(Decimal(row["spent"] or 0)),
+    }
 
 
-def _daily_grouped(flt: UsageFilter, fields: tuple[str, ...]) -> QuerySet[Any]:
-    grouped: QuerySet[Any] = (
-        flt.daily()
-        .values(*fields)
-        .annotate(
-            requests=Sum("requests"),
-            prompt=Sum("prompt_tokens"),
-            completion=Sum("completion_tokens"),
-            spent=Sum("cost"),
-        )
-        .order_by()
-    )
-    return grouped
-
-
-def _merge(
-    groups: Iterable[tuple[tuple[str, ...], Iterable[dict[str, Any]]]], names: tuple[str, ...]
-) -> list[dict[str, Any]]:
-    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for fields, rows in groups:
-        for row in rows:
-            key = tuple(row[f] for f in fields)
-            out = merged.setdefault(
-                key,
-                {
-                    **dict(zip(names, key, strict=True)),
-                    "requests": 0,
-                    "prompt_tokens": 0,
-                    "completion_tokens": 0,
-                    "cost": Decimal(0),
-                },
-            )
-            out["requests"] += int(row["requests"] or 0)
-            out["prompt_tokens"] += int(row["prompt"] or 0)
-            out["completion_tokens"] += int(row["completion"] or 0)
-            out["cost"] += Decimal(row["spent"] or 0)
-    for out in merged.values():
-        out["total_tokens"] = out["prompt_tokens"] + out["completion_tokens"]
-        out["cost"] = _money(out["cost"])
-    return [merged[k] for k in sorted(merged, key=lambda k: tuple(str(v) for v in k))]
+def _grouped(flt: UsageFilter, fields: tuple[str, ...], names: tuple[str, ...]) -> list[Any]:
+    rows = flt.daily().values(*fields).annotate(**SUMS).order_by()
+    out = [
+        {**{n: row[f] for f, n in zip(fields, names, strict=True)}, **_measures(row)}
+        for row in rows
+    ]
+    # Sorted here, not by the database's collation, so SQLite and PostgreSQL list alike.
+    return sorted(out, key=lambda r: tuple(str(r[n]) for n in names))
 
 
 def _money(value: Decimal) -> Decimal:
@@ -134,58 +100,27 @@ def _money(value: Decimal) -> Decimal:
 
 
 def usage_by(dimension: str, flt: UsageFilter) -> list[dict[str, Any]]:
-    """Requests, tokens and cost per `dimension` (tenant, user, model, day or status)."""
-    raw_fields, daily_fields, names = DIMENSIONS[dimension]
-    return _merge(
-        [
-            (raw_fields, _raw_grouped(flt, raw_fields)),
-            (daily_fields, _daily_grouped(flt, daily_fields)),
-        ],
-        names,
-    )
+    """Requests, tokens and cost per `dimension` (tenant, user, model, day, status or endpoint)."""
+    return _grouped(flt, *DIMENSIONS[dimension])
 
 
 def usage_totals(flt: UsageFilter) -> dict[str, Any]:
     """The same measures over the whole scope: the footer of every table."""
-    rows = _merge([((), [_raw_total(flt)]), ((), [_daily_total(flt)])], ())
-    if rows:
-        return rows[0]
-    zero: dict[str, Any] = dict.fromkeys(MEASURES, 0)
-    return {**zero, "cost": _money(Decimal(0))}
-
-
-def _raw_total(flt: UsageFilter) -> dict[str, Any]:
-    return flt.records().aggregate(
-        requests=Count("id"),
-        prompt=Sum("prompt_tokens"),
-        completion=Sum("completion_tokens"),
-        spent=Sum("cost"),
-    )
-
-
-def _daily_total(flt: UsageFilter) -> dict[str, Any]:
-    return flt.daily().aggregate(
-        requests=Sum("requests"),
-        prompt=Sum("prompt_tokens"),
-        completion=Sum("completion_tokens"),
-        spent=Sum("cost"),
-    )
+    return _measures(flt.daily().aggregate(**SUMS))
 
 
 def tokens_by_model_and_day(flt: UsageFilter) -> list[dict[str, Any]]:
     """Tokens per (day, model), for the stacked chart."""
-    raw = _raw_grouped(flt, ("day", "model"))
-    daily = _daily_grouped(flt, ("day", "model"))
-    return _merge([(("day", "model"), raw), (("day", "model"), daily)], ("day", "model"))
+    return _grouped(flt, ("day", "model"), ("day", "model"))
 
 
 def error_types(flt: UsageFilter) -> list[dict[str, Any]]:
     """Failed and refused requests by status and error type (budget, quota, backend...)."""
     rows = (
-        flt.records()
+        flt.daily()
         .exclude(status="ok")
         .values("status", "error_type")
-        .annotate(requests=Count("id"))
+        .annotate(requests=Sum("requests"))
         .order_by("status", "error_type")
     )
     return [dict(r) for r in rows]

@@ -95,7 +95,8 @@ def _table(name: str, flt: UsageFilter) -> list[dict[str, Any]]:
     raise Http404(name)
 
 
-def _charts(flt: UsageFilter, days: list[dict[str, Any]], latency: list[dict[str, Any]]) -> Any:
+def _charts(flt: UsageFilter, tables: dict[str, list[dict[str, Any]]]) -> Any:
+    days, latency = tables["days"], tables["latency"]
     per_day = {r["day"]: float(r["cost"]) for r in days}
     span = (flt.end - flt.start).days + 1
     cost_points = [
@@ -103,7 +104,7 @@ def _charts(flt: UsageFilter, days: list[dict[str, Any]], latency: list[dict[str
         for i in range(span)
     ]
     tokens: dict[str, list[tuple[str, float]]] = {}
-    for r in usage_by("model", flt):
+    for r in tables["models"]:
         tokens[r["model"]] = [
             ("prompt", float(r["prompt_tokens"])),
             ("completion", float(r["completion_tokens"])),
@@ -119,12 +120,11 @@ def _charts(flt: UsageFilter, days: list[dict[str, Any]], latency: list[dict[str
     ]
 
 
-def _cells(name: str, rows: list[dict[str, Any]], flt: UsageFilter) -> dict[str, Any]:
+def _cells(name: str, rows: list[dict[str, Any]], totals: dict[str, Any]) -> dict[str, Any]:
     """A table as plain lists of cells, with a totals line for the usage tables."""
     title, columns = TABLES[name]
     footer = None
     if name in DIMENSION:
-        totals = usage_totals(flt)
         footer = [
             "Total",
             *[""] * (len(columns) - 1 - len(MEASURES)),
@@ -144,15 +144,16 @@ def report_view(request: HttpRequest) -> HttpResponse:
     form = ReportForm(request.GET or None)
     flt = form.usage_filter()
     tables = {name: _table(name, flt) for name in TABLES}
+    totals = usage_totals(flt)
     context = {
         **admin.site.each_context(request),
         "title": "Usage and cost",
         "form": form,
         "flt": flt,
         "query": request.GET.urlencode(),
-        "totals": usage_totals(flt),
-        "tables": [_cells(n, tables[n], flt) for n in TABLES],
-        "charts": _charts(flt, tables["days"], tables["latency"]),
+        "totals": totals,
+        "tables": [_cells(n, tables[n], totals) for n in TABLES],
+        "charts": _charts(flt, tables),
     }
     return TemplateResponse(request, "admin/reports/usage.html", context)
 

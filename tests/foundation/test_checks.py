@@ -7,6 +7,7 @@ from llmserver.checks import (
     check_redis_transport_has_redis,
     check_settings_read,
     check_stale_after_exceeds_scrape,
+    check_usage_retention,
 )
 
 
@@ -34,3 +35,10 @@ def test_e003_the_redis_scheduler_transport_needs_redis(settings):
     assert [m.id for m in check_redis_transport_has_redis(None)] == ["gateway.E003"]
     settings.LLMSERVER = {**settings.LLMSERVER, "REDIS_URL": "redis://127.0.0.1:6379/4"}
     assert check_redis_transport_has_redis(None) == []
+
+
+def test_e004_usage_retention_must_keep_at_least_a_day(settings):
+    settings.LLMSERVER = {**settings.LLMSERVER, "USAGE_RETENTION_DAYS": 0}
+    assert [m.id for m in check_usage_retention(None)] == ["gateway.E004"]
+    settings.LLMSERVER = {**settings.LLMSERVER, "USAGE_RETENTION_DAYS": 1}
+    assert check_usage_retention(None) == []

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from tenants.models import ApiKey, Tenant, UsageRecord
+from tenants.models import ApiKey, Tenant
 from tenants.reports.budgets import budget_overview
 from tests.reports.usage_data import prices, record
 
@@ -19,8 +19,16 @@ def test_it_flags_the_tenant_past_its_budget_and_counts_refusals(cast: Any) -> N
     Tenant.objects.filter(pk=cast.acme.pk).update(monthly_budget=Decimal("0.001"))
     Tenant.objects.filter(pk=cast.globex.pk).update(monthly_budget=Decimal(10))
     record("a", cast.acme, "alice", "other", now - timedelta(seconds=5), 1000, 1000)
-    refused = record("b", cast.acme, "alice", "other", now, status="rejected", wait=None)
-    UsageRecord.objects.filter(pk=refused.pk).update(error_type="budget_exceeded")
+    record(
+        "b",
+        cast.acme,
+        "alice",
+        "other",
+        now,
+        status="rejected",
+        wait=None,
+        error_type="budget_exceeded",
+    )
     acme, globex = budget_overview(now)
     assert (acme["tenant"], acme["spent"], acme["exceeded"], acme["refused"]) == (
         "acme",
@@ -44,7 +52,14 @@ def test_a_key_with_its_own_budget_gets_a_row_with_only_its_spend(cast: Any) -> 
 
 def test_a_budget_row_counts_the_rate_limit_refusals_of_the_month(cast: Any) -> None:
     Tenant.objects.filter(pk=cast.acme.pk).update(monthly_budget=Decimal(10))
-    refused = record("r", cast.acme, "alice", "other", timezone.now(), status="rejected")
-    UsageRecord.objects.filter(pk=refused.pk).update(error_type="rate_limit_exceeded")
+    record(
+        "r",
+        cast.acme,
+        "alice",
+        "other",
+        timezone.now(),
+        status="rejected",
+        error_type="rate_limit_exceeded",
+    )
     [acme] = budget_overview(timezone.now())
     assert (acme["rate_limited"], acme["refused"]) == (1, 0)

@@ -69,6 +69,7 @@ def record(
     ttft: float | None = 2.0,
     api_key: ApiKey | None = None,
     endpoint: str = "chat",
+    error_type: str = "",
 ) -> UsageRecord:
     """One usage row priced as the usage writer prices it: at the time it was queued."""
     rule = CostRule.objects.price_at(model, queued_at)
@@ -90,6 +91,7 @@ def record(
         cost=cost,
         status=status,
         endpoint=endpoint,
+        error_type=error_type,
     )
 
 

@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from tenants import budget
-from tenants.models import ApiKey, QuotaRule, Tenant, Tier, UsageRecord
+from tenants.models import ApiKey, QuotaRule, Tenant, Tier
 from tests.reports.usage_data import record
 
 
@@ -71,9 +71,15 @@ def test_it_shows_charlie_only_globex_rules(cast: Any) -> None:
 def test_it_shows_the_keys_rate_limits_and_what_they_refused_this_month(cast: Any) -> None:
     Tier.objects.filter(pk=cast.interactive.pk).update(rpm_per_key=60, tpm_per_key=None)
     Tenant.objects.filter(pk=cast.acme.pk).update(tpm_limit=100_000)
-    refused = record("r1", cast.acme, "alice", "llama", timezone.now(), api_key=cast.alice)
-    UsageRecord.objects.filter(pk=refused.pk).update(
-        status="rejected", error_type="rate_limit_exceeded"
+    record(
+        "r1",
+        cast.acme,
+        "alice",
+        "llama",
+        timezone.now(),
+        status="rejected",
+        api_key=cast.alice,
+        error_type="rate_limit_exceeded",
     )
     record("r2", cast.acme, "bob", "llama", timezone.now(), api_key=cast.bob)
     assert get(cast.alice_key).json()["rate_limits"] == {
