@@ -13,7 +13,7 @@ ok, the rest errors, cancellations and refusals.
 The phases, each measured in a fresh process so the code under test is the one imported:
 - before: the code at `--base` (a `git archive` of it in a temporary directory), which read
   the records for every report, budget and quota (its daily rows are empty: nothing was rolled);
-- summed: this code, once the year is summed (migration 0021's statement, timed) and with every
+- summed: this code, once the year is summed (migration 0022's statement, timed) and with every
   record still kept;
 - pruned: this code after pruning to `USAGE_RETENTION_DAYS` (the default 90; timed, then VACUUM
   ANALYZE, as autovacuum would).
@@ -189,7 +189,7 @@ CROSS JOIN LATERAL (SELECT
 
 
 def sum_year() -> dict[str, float]:
-    """Migration 0021's statement over every record, then the trigger back on."""
+    """Migration 0022's statement over every record, then the trigger back on."""
     from django.db import connection
 
     from tenants.models.usage_daily import roll_up_sql
@@ -413,7 +413,7 @@ def main() -> None:
         else:
             print(table(phases))
             print(
-                f"\nsumming a year (migration 0021): {summed['records']:,} records -> "
+                f"\nsumming a year (migration 0022): {summed['records']:,} records -> "
                 f"{summed['daily_rows']:,} daily rows in {summed['seconds']:.1f} s "
                 f"({summed['per_s']:,.0f} records/s)"
             )

@@ -8,6 +8,7 @@ gets the latest snapshot this process has seen at once, so the page never starts
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -65,49 +66,78 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
 
 
 TENANT_WS_PATH = "ws/portal/<slug:slug>/queue/"
+# How often an open tenant page's right to it is checked again: a person removed from the tenant
+# (or made a member, who sees less) stops receiving its lanes within this long.
+RECHECK_SECONDS = 10.0
+# The operator's reasons name backends, gate thresholds and other principals' queued work; a
+# tenant's page says the cause only.
+_TENANT_REASONS = (
+    ("gate closed", "the backends are busy"),
+    ("behind a higher band", "behind higher-priority work"),
+)
+
+
+def tenant_reason(reason: str) -> str:
+    """An operator's waiting reason as a tenant may read it."""
+    parts = []
+    for part in reason.split("; ") if reason else []:
+        parts.append(next((say for start, say in _TENANT_REASONS if part.startswith(start)), part))
+    return "; ".join(parts)
 
 
 def tenant_lanes(snapshot: dict[str, Any], tenant: str, user: str | None) -> list[dict[str, Any]]:
-    """The lanes of one tenant (of one of its people, when `user` is given): all a tenant's page
-    may see of a snapshot. Backends and totals are the whole gateway's and are left out."""
+    """The lanes of one tenant (of one of its people, when `user` is given), with reasons a
+    tenant may read: all a tenant's page sees of a snapshot. Backends and totals are the whole
+    gateway's and are left out."""
     return [
-        lane
+        {**lane, "waiting_reason": tenant_reason(lane.get("waiting_reason", ""))}
         for lane in snapshot.get("queues", [])
         if lane["tenant"] == tenant and user in (None, lane["user"])
     ]
 
 
+def _role(user_id: int, slug: str) -> str | None:
+    role: str | None = (
+        Membership.objects.filter(user_id=user_id, tenant__slug=slug, tenant__is_active=True)
+        .values_list("role", flat=True)
+        .first()
+    )
+    return role
+
+
 class TenantQueueConsumer(AsyncJsonWebsocketConsumer):
     """The portal's live queue: a member of the tenant in the path receives that tenant's lanes
-    (a member, their own) from every snapshot, whichever process leads the scheduler; anyone
-    else is refused."""
+    (a member, the lanes of their own name) from every snapshot, whichever process leads the
+    scheduler; anyone else is refused, and a page whose person has left the tenant is closed."""
 
     tenant = ""
     user: str | None = None
+    user_id = 0
+    username = ""
+    checked = 0.0
 
     async def connect(self) -> None:
         scope_user = self.scope.get("user")
-        slug = self.scope["url_route"]["kwargs"]["slug"]
         if scope_user is None or not (scope_user.is_authenticated and scope_user.is_active):
             await self.close(code=FORBIDDEN)
             return
-        role = await database_sync_to_async(
-            Membership.objects.filter(
-                user_id=scope_user.pk, tenant__slug=slug, tenant__is_active=True
-            )
-            .values_list("role", flat=True)
-            .first
-        )()
-        if role is None:
+        self.tenant = self.scope["url_route"]["kwargs"]["slug"]
+        self.user_id, self.username = scope_user.pk, scope_user.get_username()
+        if not await self._allowed():
             await self.close(code=FORBIDDEN)
             return
-        self.tenant = slug
-        self.user = None if role == Role.ADMIN else scope_user.get_username()
         await self.channel_layer.group_add(GROUP, self.channel_name)
         await self.accept()
         latest = latest_snapshot()
         if latest is not None:
             await self._send(latest)
+
+    async def _allowed(self) -> bool:
+        """Whether the person is still in the tenant, as of now; sets what they may see."""
+        role = await database_sync_to_async(_role)(self.user_id, self.tenant)
+        self.checked = time.monotonic()
+        self.user = None if role == Role.ADMIN else self.username
+        return role is not None
 
     async def disconnect(self, code: int) -> None:
         await self.channel_layer.group_discard(GROUP, self.channel_name)
@@ -116,6 +146,10 @@ class TenantQueueConsumer(AsyncJsonWebsocketConsumer):
         """The page only listens; anything a client sends is ignored."""
 
     async def dashboard_snapshot(self, event: dict[str, Any]) -> None:
+        stale = time.monotonic() - self.checked > RECHECK_SECONDS
+        if stale and not await self._allowed():
+            await self.close(code=FORBIDDEN)
+            return
         await self._send(event["snapshot"])
 
     async def _send(self, snapshot: dict[str, Any]) -> None:

@@ -169,7 +169,8 @@ def write(drafts: list[UsageDraft]) -> list[UsageRecord]:
     with transaction.atomic():
         _forget_deleted_keys(records)
         insert(records)
-        for key_id, stamp in last_used.items():
+        # In id order: two processes' batches then lock the keys' rows in one order.
+        for key_id, stamp in sorted(last_used.items()):
             ApiKey.objects.filter(pk=key_id).update(last_used_at=stamp)
     for r in records:
         if r.cost:

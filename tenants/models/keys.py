@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
@@ -106,6 +107,15 @@ class ApiKey(models.Model):
         "the tier's over-budget policy applies. Blank: none.",
     )
     expires_at = models.DateTimeField(null=True, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="owned_api_keys",
+        help_text="Who made this key in the tenant's pages: a member manages the keys they own "
+        "there (by this, never by the principal's name, which anyone may share).",
+    )
     revoked = models.BooleanField(default=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

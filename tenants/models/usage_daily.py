@@ -5,7 +5,9 @@ on `UsageRecord` adds each inserted record to its row in the same transaction as
 the sums are exact by construction: no record is counted twice or missed, whatever crashes,
 whoever inserts (the usage writer, a test, a SQL shell). Reports, budgets and day-or-longer quota
 windows read these rows; pruning (tenants/retention.py) only deletes old records, whose sums stay
-here. Latency percentiles cannot be summed, so they come from the records still kept.
+here. Latency percentiles cannot be summed, so they come from the records still kept. Only
+inserts are summed: records are the bill and are never changed (`UsageRecord.save` refuses),
+so an UPDATE of a record's summed columns by hand would leave its day's sums as they were.
 
 The trigger is (re)installed after every `migrate`, like the configuration's (config_changes.py:
 SQLite drops a table's triggers when a migration rebuilds it), in one transaction so an insert

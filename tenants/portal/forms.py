@@ -19,7 +19,9 @@ MODEL_PATTERN = re.compile(r"^[A-Za-z0-9._:/@*?\[\]-]+$")
 
 class KeyForm(forms.ModelForm[ApiKey]):
     """A key's settings as its tenant may set them. `user`, the fairness principal, is the
-    member's own name unless an administrator names another person or service."""
+    member's own name unless an administrator names another person or service. A member may
+    rename a key of theirs but not loosen it: its budget, models, expiry and use may have been
+    set by an administrator."""
 
     class Meta:
         model = ApiKey
@@ -34,6 +36,9 @@ class KeyForm(forms.ModelForm[ApiKey]):
             self.fields["user"].disabled = True
             self.fields["user"].initial = membership.user.get_username()
             self.fields["user"].help_text = "Your own keys act for you."
+            if self.instance.pk is not None:  # the rest is left as it is, not even re-saved
+                for name in [n for n in self.fields if n != "name"]:
+                    del self.fields[name]
         if tenant.monthly_budget is not None:
             self.fields[
                 "monthly_budget"

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.db import transaction
-from django.db.models import Count, QuerySet
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet, Sum
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from tenants.api.serializers import TENANT_AUDIT_MODELS
 from tenants.budget import budget_state, standing
-from tenants.models import ApiKey, AuditEntry, Membership, Role, UsageRecord, UsageStatus
+from tenants.models import ApiKey, AuditEntry, Membership, Role, UsageStatus
 from tenants.models.keys import PREFIX_LENGTH, generate_key, hash_key
 from tenants.models.rules import Window, window_start
 from tenants.portal.access import tenant_page
@@ -47,8 +47,10 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def _keys(membership: Membership) -> QuerySet[ApiKey]:
+    """The keys the person manages: all the tenant's for an administrator, a member's own (by
+    who made them, not by the principal's name, which a service may share with a person)."""
     keys = ApiKey.objects.filter(tenant=membership.tenant).order_by("revoked", "user", "name")
-    return keys if membership.is_admin else keys.filter(user=membership.user.get_username())
+    return keys if membership.is_admin else keys.filter(owner_id=membership.user_id)
 
 
 def _context(membership: Membership, **more: Any) -> dict[str, Any]:
@@ -60,17 +62,11 @@ def overview(request: HttpRequest, membership: Membership) -> HttpResponse:
     """This month's usage and cost, budgets, refusals (the tenant's, or a member's own)."""
     tenant, now = membership.tenant, timezone.now()
     month = window_start(Window.MONTH, now)
-    own = "" if membership.is_admin else membership.user.get_username()
-    flt = UsageFilter(month.date(), now.date(), tenant_id=tenant.pk, user=own)
-    refused = UsageRecord.objects.filter(
-        tenant=tenant,
-        status=UsageStatus.REJECTED,
-        error_type__in=list(REFUSALS),
-        queued_at__gte=month,
-    )
-    if own:
-        refused = refused.filter(user=own)
-    counts = dict(refused.values_list("error_type").annotate(n=Count("id")).order_by())
+    own = None if membership.is_admin else tuple(_keys(membership).values_list("pk", flat=True))
+    flt = UsageFilter(month.date(), now.date(), tenant_id=tenant.pk, keys=own)
+    # From the daily sums, which hold every request whatever the retention.
+    refused = flt.daily().filter(status=UsageStatus.REJECTED, error_type__in=list(REFUSALS))
+    counts = dict(refused.values_list("error_type").annotate(n=Sum("requests")).order_by())
     policy = str(tenant.default_tier.over_budget)
     key_budgets = [
         (key, standing(tenant.pk, key.monthly_budget, policy, now, key.pk))
@@ -108,7 +104,7 @@ def keys(request: HttpRequest, membership: Membership) -> HttpResponse:
         form = KeyForm(request.POST, membership=membership)
         if form.is_valid():
             key = form.save(commit=False)
-            key.tenant = membership.tenant
+            key.tenant, key.owner = membership.tenant, membership.user
             secret = generate_key()
             key.prefix, key.hashed = secret[:PREFIX_LENGTH], hash_key(secret)
             key.save()
@@ -183,11 +179,16 @@ def members(request: HttpRequest, membership: Membership) -> HttpResponse:
     tenant = membership.tenant
     form = MemberForm(request.POST or None, tenant=tenant)
     if request.method == "POST" and form.is_valid():
-        Membership.objects.create(
-            tenant=tenant, user=form.cleaned_data["person"], role=form.cleaned_data["role"]
-        )
-        messages.success(request, f"{form.cleaned_data['person']} added.")
-        return redirect("portal:members", slug=tenant.slug)
+        try:
+            with transaction.atomic():
+                Membership.objects.create(
+                    tenant=tenant, user=form.cleaned_data["person"], role=form.cleaned_data["role"]
+                )
+        except IntegrityError:  # the same person added twice at once
+            form.add_error("person", "That person is already a member.")
+        else:
+            messages.success(request, f"{form.cleaned_data['person']} added.")
+            return redirect("portal:members", slug=tenant.slug)
     listed = Membership.objects.filter(tenant=tenant).select_related("user")
     return render(
         request,
@@ -196,13 +197,20 @@ def members(request: HttpRequest, membership: Membership) -> HttpResponse:
     )
 
 
-def _last_admin(member: Membership) -> bool:
-    return (
-        member.is_admin
-        and not Membership.objects.filter(tenant_id=member.tenant_id, role=Role.ADMIN)
-        .exclude(pk=member.pk)
-        .exists()
+def _locked(membership: Membership, member_id: int) -> tuple[Membership, bool]:
+    """The tenant's member `member_id` (404 if none) and whether they are its last
+    administrator, with every administrator's row locked in id order first: two administrators
+    demoting each other at once cannot both see the other one still there."""
+    admins = list(
+        Membership.objects.select_for_update()
+        .filter(tenant=membership.tenant, role=Role.ADMIN)
+        .order_by("pk")
+        .values_list("pk", flat=True)
     )
+    member = get_object_or_404(
+        Membership.objects.select_for_update(), tenant=membership.tenant, pk=member_id
+    )
+    return member, admins == [member.pk]
 
 
 @require_POST
@@ -210,13 +218,11 @@ def _last_admin(member: Membership) -> bool:
 def member_role(request: HttpRequest, membership: Membership, member_id: int) -> HttpResponse:
     slug = membership.tenant.slug
     with transaction.atomic():
-        member = get_object_or_404(
-            Membership.objects.select_for_update(), tenant=membership.tenant, pk=member_id
-        )
+        member, last_admin = _locked(membership, member_id)
         form = RoleForm(request.POST)
         if not form.is_valid():
             messages.error(request, "Unknown role.")
-        elif form.cleaned_data["role"] != Role.ADMIN and _last_admin(member):
+        elif form.cleaned_data["role"] != Role.ADMIN and last_admin:
             messages.error(request, "A tenant keeps at least one administrator.")
         else:
             member.role = form.cleaned_data["role"]
@@ -230,14 +236,18 @@ def member_role(request: HttpRequest, membership: Membership, member_id: int) ->
 def member_remove(request: HttpRequest, membership: Membership, member_id: int) -> HttpResponse:
     slug = membership.tenant.slug
     with transaction.atomic():
-        member = get_object_or_404(
-            Membership.objects.select_for_update(), tenant=membership.tenant, pk=member_id
-        )
-        if _last_admin(member):
+        member, last_admin = _locked(membership, member_id)
+        if last_admin:
             messages.error(request, "A tenant keeps at least one administrator.")
         else:
+            # Whoever leaves takes no working key along: the keys they made here are revoked.
+            revoked = 0
+            for key in ApiKey.objects.filter(tenant=membership.tenant, owner_id=member.user_id):
+                if not key.revoked:
+                    key.revoked, revoked = True, revoked + 1
+                    key.save(update_fields=["revoked"])
             member.delete()
-            messages.success(request, f"{member.user} removed.")
+            messages.success(request, f"{member.user} removed; {revoked} of their keys revoked.")
     if member.pk is None and member.user_id == request.user.pk:
         return redirect("portal:home")
     return redirect("portal:members", slug=slug)

@@ -38,13 +38,15 @@ SUMS = {
 
 @dataclass(frozen=True)
 class UsageFilter:
-    """A report's scope: an inclusive range of UTC days, optionally one tenant, model or user."""
+    """A report's scope: an inclusive range of UTC days, optionally one tenant, model or user,
+    and optionally only the usage of some keys (`keys`; empty: none at all)."""
 
     start: date
     end: date
     tenant_id: int | None = None
     model: str = ""
     user: str = ""
+    keys: tuple[int, ...] | None = None
 
     @property
     def since(self) -> datetime:
@@ -65,12 +67,14 @@ class UsageFilter:
         return q
 
     def records(self) -> QuerySet[UsageRecord]:
-        return UsageRecord.objects.filter(
+        found = UsageRecord.objects.filter(
             self._scope(), queued_at__gte=self.since, queued_at__lt=self.until
         )
+        return found if self.keys is None else found.filter(api_key_id__in=self.keys)
 
     def daily(self) -> QuerySet[UsageDaily]:
-        return UsageDaily.objects.filter(self._scope(), day__gte=self.start, day__lte=self.end)
+        found = UsageDaily.objects.filter(self._scope(), day__gte=self.start, day__lte=self.end)
+        return found if self.keys is None else found.filter(key_id__in=self.keys)
 
 
 def _measures(row: dict[str, Any]) -> dict[str, Any]:

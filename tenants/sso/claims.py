@@ -44,8 +44,9 @@ def roles_from_claims(claims: Mapping[str, Any], rules: RoleRules) -> Roles:
     for value in values:
         if value in rules.operator_groups or value in rules.superuser_groups:
             continue
-        prefix, _, rest = value.partition(":")
-        if prefix != rules.tenant_prefix or not rest:
+        start = rules.tenant_prefix + ":"
+        rest = value[len(start) :] if value.startswith(start) else ""
+        if not rest:
             continue
         slug, _, role_name = rest.rpartition(":")
         if not slug or role_name not in Role.values:

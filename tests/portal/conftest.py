@@ -21,6 +21,10 @@ class People:
     ben_membership: Membership
     gil_membership: Membership
 
+    @property
+    def ben_user(self) -> object:
+        return self.ben_membership.user
+
 
 def signed_in(username: str) -> tuple[Client, object]:
     user = get_user_model().objects.create_user(username, f"{username}@example.com", "pw-long-x")

@@ -133,3 +133,39 @@ def test_changing_a_key_needs_a_post(people, cast):
             people.ada.get(reverse(f"portal:{name}", args=["acme", cast.bob.pk])).status_code == 405
         )
     assert ApiKey.objects.for_key(cast.bob_key) is not None
+
+
+def test_a_member_may_rename_their_key_but_not_loosen_it(people, cast):
+    key, _ = ApiKey.objects.create_key(
+        tenant=cast.acme,
+        user="ben",
+        owner=people.ben_user,
+        app_type="batch",
+        allowed_models="small-*",
+        monthly_budget=Decimal("1"),
+        expires_at=timezone.now() + timedelta(days=1),
+    )
+    people.ben.post(
+        reverse("portal:key-edit", args=["acme", key.pk]),
+        {
+            "name": "renamed",
+            "app_type": "chat",
+            "allowed_models": "",
+            "monthly_budget": "",
+            "expires_at": "",
+        },
+    )
+    after = ApiKey.objects.get(pk=key.pk)
+    assert after.name == "renamed"
+    assert (after.app_type, after.allowed_models, after.monthly_budget) == ("batch", "small-*", 1)
+    assert after.expires_at == key.expires_at
+
+
+def test_a_member_does_not_own_a_key_made_for_a_principal_of_their_name(people, cast):
+    service, _ = ApiKey.objects.create_key(tenant=cast.acme, user="ben", name="ben-service")
+    assert (
+        "ben-service" not in people.ben.get(reverse("portal:keys", args=["acme"])).content.decode()
+    )
+    assert (
+        people.ben.post(reverse("portal:key-rotate", args=["acme", service.pk])).status_code == 404
+    )

@@ -21,6 +21,12 @@ from tenants.models import Membership, Role, Tenant, Tier
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+OPERATORS_REASON = (
+    "per-user concurrency cap (4 of 4 in flight); gate closed: gpu-1 waiting >= 8; "
+    "behind a higher band (17 queued)"
+)
+
+
 def lane(tenant: str, user: str, depth: int) -> dict[str, Any]:
     return {
         "model": "m",
@@ -30,7 +36,7 @@ def lane(tenant: str, user: str, depth: int) -> dict[str, Any]:
         "depth": depth,
         "in_flight": 0,
         "service": 0.0,
-        "waiting_reason": "gate closed",
+        "waiting_reason": OPERATORS_REASON,
     }
 
 
@@ -104,3 +110,26 @@ async def test_the_latest_snapshot_arrives_on_connecting() -> None:
     await page.connect()
     assert len((await page.receive_json_from(timeout=2))["lanes"]) == 2
     await page.disconnect()
+
+
+async def test_a_tenant_reads_why_it_waits_without_the_backends_or_other_tenants_work() -> None:
+    ada = await sync_to_async(person)("ada", "acme", Role.ADMIN)
+    page = socket(ada)
+    await page.connect()
+    await publish_snapshot(SNAP)
+    (first, _) = (await page.receive_json_from(timeout=2))["lanes"]
+    await page.disconnect()
+    assert first["waiting_reason"] == (
+        "per-user concurrency cap (4 of 4 in flight); the backends are busy; "
+        "behind higher-priority work"
+    )
+
+
+async def test_a_page_whose_person_left_the_tenant_is_closed(monkeypatch) -> None:
+    ada = await sync_to_async(person)("ada", "acme", Role.ADMIN)
+    page = socket(ada)
+    await page.connect()
+    await sync_to_async(Membership.objects.filter(user=ada).delete)()
+    monkeypatch.setattr(dashboard, "RECHECK_SECONDS", 0.0)
+    await publish_snapshot(SNAP)
+    assert (await page.receive_output(timeout=2))["type"] == "websocket.close"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from tenants.models import AuditEntry, Membership, Role
+from tenants.models import ApiKey, AuditEntry, Membership, Role
 
 
 def test_an_administrator_adds_an_existing_account_by_e_mail(people, cast):
@@ -70,3 +70,14 @@ def test_membership_changes_are_audited_for_the_tenant(people):
         "tenants.membership"
         in people.ada.get(reverse("portal:audit", args=["acme"])).content.decode()
     )
+
+
+def test_removing_a_member_revokes_the_keys_they_made(people, cast):
+    people.ben.post(
+        reverse("portal:keys", args=["acme"]),
+        {"name": "b", "app_type": "api", "allowed_models": ""},
+    )
+    (mine,) = ApiKey.objects.filter(owner=people.ben_user)
+    people.ada.post(reverse("portal:member-remove", args=["acme", people.ben_membership.pk]))
+    assert ApiKey.objects.get(pk=mine.pk).revoked
+    assert not ApiKey.objects.get(pk=cast.bob.pk).revoked

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from llmserver.runtime.usage import insert
@@ -65,7 +67,7 @@ def test_a_record_without_a_key_is_summed_under_key_zero(cast: Any) -> None:
 
 
 def test_the_upgrade_sums_the_records_kept_before_it(cast: Any) -> None:
-    """Migration 0020 adds the records already there once; the trigger adds those after."""
+    """Migration 0022 adds the records already there once; the trigger adds those after."""
     load(cast)
     summed = daily_sums("key_id", *KEY)
     UsageDaily.objects.all().delete()
@@ -73,3 +75,12 @@ def test_the_upgrade_sums_the_records_kept_before_it(cast: Any) -> None:
         cursor.execute(roll_up_sql(UsageRecord._meta.db_table))
     assert daily_sums("key_id", *KEY) == summed
     assert summed == from_records(UsageFilter(at(1, 1).date(), at(4, 1).date()), "api_key_id", *KEY)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_back_past_the_sums_and_forward_again_counts_each_record_once(cast: Any) -> None:
+    spread(cast)
+    summed = daily_sums("key_id", *KEY)
+    call_command("migrate", "tenants", "0021", verbosity=0)
+    call_command("migrate", "tenants", verbosity=0)
+    assert daily_sums("key_id", *KEY) == summed

@@ -42,3 +42,9 @@ def test_a_value_with_the_prefix_but_no_role_is_logged(caplog: pytest.LogCapture
         roles = roles_from_claims({"roles": ["llm:acme:owner", "llm:acme", "llm:"]}, RULES)
     assert roles == Roles()
     assert "'llm:acme:owner' names no tenant role" in caplog.text
+
+
+def test_a_prefix_with_colons_of_its_own_names_tenant_roles() -> None:
+    rules = RoleRules(tenant_prefix="corp:llm")
+    claims = {"groups": ["corp:llm:acme:admin", "corp:other:acme:admin", "corp:llm"]}
+    assert roles_from_claims(claims, rules) == Roles(False, False, {"acme": Role.ADMIN})
