@@ -34,7 +34,31 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
     return TemplateResponse(request, "admin/reports/dashboard.html", context)
 
 
-class DashboardConsumer(AsyncJsonWebsocketConsumer):
+class SnapshotSocket(AsyncJsonWebsocketConsumer):
+    """A page fed by the scheduler's snapshots: `join()` once its visitor may see them, then
+    every snapshot published, the latest first, goes through `forward`. Pages only listen."""
+
+    async def join(self) -> None:
+        await self.channel_layer.group_add(GROUP, self.channel_name)
+        await self.accept()
+        latest = latest_snapshot()
+        if latest is not None:
+            await self.forward(latest)
+
+    async def forward(self, snapshot: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(GROUP, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """Anything a client sends is ignored."""
+
+    async def dashboard_snapshot(self, event: dict[str, Any]) -> None:
+        await self.forward(event["snapshot"])
+
+
+class DashboardConsumer(SnapshotSocket):
     """Joins the group when the session belongs to active staff with the dashboard permission;
     refuses everyone else."""
 
@@ -49,20 +73,10 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         ):
             await self.close(code=FORBIDDEN)
             return
-        await self.channel_layer.group_add(GROUP, self.channel_name)
-        await self.accept()
-        latest = latest_snapshot()
-        if latest is not None:
-            await self.send_json({"type": "snapshot", "snapshot": latest})
+        await self.join()
 
-    async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(GROUP, self.channel_name)
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """The dashboard only listens; anything a client sends is ignored."""
-
-    async def dashboard_snapshot(self, event: dict[str, Any]) -> None:
-        await self.send_json({"type": "snapshot", "snapshot": event["snapshot"]})
+    async def forward(self, snapshot: dict[str, Any]) -> None:
+        await self.send_json({"type": "snapshot", "snapshot": snapshot})
 
 
 TENANT_WS_PATH = "ws/portal/<slug:slug>/queue/"
@@ -105,7 +119,7 @@ def _role(user_id: int, slug: str) -> str | None:
     return role
 
 
-class TenantQueueConsumer(AsyncJsonWebsocketConsumer):
+class TenantQueueConsumer(SnapshotSocket):
     """The portal's live queue: a member of the tenant in the path receives that tenant's lanes
     (a member, the lanes of their own name) from every snapshot, whichever process leads the
     scheduler; anyone else is refused, and a page whose person has left the tenant is closed."""
@@ -126,11 +140,7 @@ class TenantQueueConsumer(AsyncJsonWebsocketConsumer):
         if not await self._allowed():
             await self.close(code=FORBIDDEN)
             return
-        await self.channel_layer.group_add(GROUP, self.channel_name)
-        await self.accept()
-        latest = latest_snapshot()
-        if latest is not None:
-            await self._send(latest)
+        await self.join()
 
     async def _allowed(self) -> bool:
         """Whether the person is still in the tenant, as of now; sets what they may see."""
@@ -139,19 +149,10 @@ class TenantQueueConsumer(AsyncJsonWebsocketConsumer):
         self.user = None if role == Role.ADMIN else self.username
         return role is not None
 
-    async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(GROUP, self.channel_name)
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """The page only listens; anything a client sends is ignored."""
-
-    async def dashboard_snapshot(self, event: dict[str, Any]) -> None:
+    async def forward(self, snapshot: dict[str, Any]) -> None:
         stale = time.monotonic() - self.checked > RECHECK_SECONDS
         if stale and not await self._allowed():
             await self.close(code=FORBIDDEN)
             return
-        await self._send(event["snapshot"])
-
-    async def _send(self, snapshot: dict[str, Any]) -> None:
         lanes = tenant_lanes(snapshot, self.tenant, self.user)
         await self.send_json({"type": "queue", "wall": snapshot.get("wall"), "lanes": lanes})
