@@ -12,8 +12,8 @@ def _install_triggers(using: str = "default", apps: Apps | None = None, **kwargs
     from tenants.models.config_changes import install_triggers
     from tenants.models.usage_daily import install_rollup_trigger
 
-    install_triggers(using)
-    if apps is not None:  # not after migrating back past 0020, whose columns it writes
+    install_triggers(using, apps)
+    if apps is not None:  # not after migrating back past 0022, whose columns it writes
         try:
             apps.get_model("tenants", "UsageDaily")._meta.get_field("key_id")
         except (LookupError, FieldDoesNotExist):

@@ -15,6 +15,7 @@ rebuilds the table, as adding a column with a default does. SQLite and PostgreSQ
 
 from __future__ import annotations
 
+from django.apps.registry import Apps
 from django.db import connections, models
 
 from tenants.models.backends import Backend, ModelRoute
@@ -61,17 +62,20 @@ def config_changes() -> int:
     return int(count or 0)
 
 
-def _update_of(model: type[models.Model]) -> str:
-    """`UPDATE`, or `UPDATE OF <the configuration's columns>` where some are use."""
+def _update_of(model: type[models.Model], state: type[models.Model]) -> str:
+    """`UPDATE`, or `UPDATE OF <the configuration's columns>` where some are use; the columns
+    are those of `state`, the model as the database has it now (after migrating back, a
+    column the code knows may not be there yet)."""
     if not any(m is model for m, _ in NOT_CONFIGURATION):
         return "UPDATE"
     skip = {name for m, name in NOT_CONFIGURATION if m is model}
-    columns = [f.column for f in model._meta.concrete_fields if f.name not in skip]
+    columns = [f.column for f in state._meta.concrete_fields if f.name not in skip]
     return "UPDATE OF " + ", ".join(f'"{c}"' for c in columns)
 
 
-def install_triggers(using: str = "default") -> None:
-    """Create, or create again, the triggers that count every write to the configuration."""
+def install_triggers(using: str = "default", apps: Apps | None = None) -> None:
+    """Create, or create again, the triggers that count every write to the configuration;
+    `apps`, the migrated state, when called after a migrate."""
     connection = connections[using]
     vendor = connection.vendor
     if vendor not in ("sqlite", "postgresql"):
@@ -89,9 +93,13 @@ def install_triggers(using: str = "default") -> None:
             )
         for model in CONFIG_MODELS:
             table = model._meta.db_table
+            try:
+                state = apps.get_model(model._meta.label) if apps is not None else model
+            except LookupError:  # migrated back to before its table
+                continue
             for event in EVENTS:
                 name = f"{table}_{event.lower()}_counts"
-                when = _update_of(model) if event == "UPDATE" else event
+                when = _update_of(model, state) if event == "UPDATE" else event
                 if vendor == "postgresql":
                     cursor.execute(f"DROP TRIGGER IF EXISTS {name} ON {table}")
                     cursor.execute(
