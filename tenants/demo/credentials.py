@@ -7,7 +7,7 @@ import secrets
 from django.contrib.auth import get_user_model
 
 from tenants.demo.data import DEMO_KEY_NAME, KEYS
-from tenants.models import ApiKey, Tenant, Tier
+from tenants.models import ApiKey, Membership, Role, Tenant, Tier
 
 ADMIN_USERNAME = "admin"
 
@@ -53,6 +53,12 @@ def demo_keys(
         )
         out.append({"user": user, "app_type": app_type, "tier": key.tier.name, "key": secret})
     return out
+
+
+def make_tenant_administrator(tenant: Tenant) -> None:
+    """The demo's login also administers the demo tenant, so its pages (/portal/) open at once."""
+    user = get_user_model().objects.get(username=ADMIN_USERNAME)
+    Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": Role.ADMIN})
 
 
 def demo_admin_password(stored: str | None, reset: bool) -> str:

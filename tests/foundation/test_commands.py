@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from tenants.models import ApiKey, Backend, ModelRoute, Tenant, Tier
+from tenants.models import ApiKey, Backend, Membership, ModelRoute, Tenant, Tier
 
 
 def run(*args: str) -> str:
@@ -192,3 +192,9 @@ def test_apply_config_sets_routes_prices_and_the_fair_share_policy(cast, tmp_pat
 def test_apply_config_refuses_a_field_the_policy_does_not_have(cast, tmp_path):
     with pytest.raises(CommandError, match="no field named 'speed'"):
         run("apply_config", write_spec(tmp_path, {"policy": {"speed": 2}}))
+
+
+def test_the_demo_login_administers_the_demo_tenant(db, tmp_path):
+    run("demo", "--json", "--keys-file", str(tmp_path / "keys.json"))
+    membership = Membership.objects.get(user__username="admin")
+    assert (membership.tenant.slug, membership.role) == ("demo", "admin")

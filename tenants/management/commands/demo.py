@@ -15,7 +15,12 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from tenants.demo import keystore
-from tenants.demo.credentials import ADMIN_USERNAME, demo_admin_password, demo_keys
+from tenants.demo.credentials import (
+    ADMIN_USERNAME,
+    demo_admin_password,
+    demo_keys,
+    make_tenant_administrator,
+)
 from tenants.demo.data import DEMO_MODEL, load_demo
 
 
@@ -53,6 +58,7 @@ class Command(BaseCommand):
             password = None
             if not options["no_admin"]:
                 password = demo_admin_password(stored.admin_password, reset)
+                make_tenant_administrator(tenant)
         keystore.save(
             path, keystore.DemoSecrets(keys=keys, admin_password=password or stored.admin_password)
         )
@@ -68,6 +74,9 @@ class Command(BaseCommand):
         if password:
             self.stdout.write(
                 f"Admin: {gateway}/admin/  user {ADMIN_USERNAME!r}, password {password}"
+            )
+            self.stdout.write(
+                f"Tenant pages: {gateway}/portal/  (the same login: demo's administrator)"
             )
         self.stdout.write(
             f"Demo tenant 'demo', model {DEMO_MODEL!r} on {options['simulator_url']}."
