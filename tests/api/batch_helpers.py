@@ -8,9 +8,8 @@ import json
 import uuid
 from typing import Any
 
-from channels.testing import ApplicationCommunicator
-
-from tests.api.conftest import MODEL, read_all
+from tests.api.conftest import MODEL
+from tests.api.http_helpers import exchange
 
 FINAL = {"completed", "failed", "expired", "cancelled"}
 
@@ -23,27 +22,10 @@ async def call(
     query: str = "",
     content_type: str | None = None,
 ) -> tuple[int, dict[bytes, bytes], bytes]:
-    from llmserver.asgi import application
-
     headers = [(b"content-length", str(len(body)).encode())]
-    if key is not None:
-        headers.append((b"authorization", f"Bearer {key}".encode()))
     if content_type is not None:
         headers.append((b"content-type", content_type.encode()))
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": method,
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query.encode(),
-        "headers": headers,
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
-    comm = ApplicationCommunicator(application, scope)
-    await comm.send_input({"type": "http.request", "body": body, "more_body": False})
-    return await read_all(comm)
+    return await exchange(method, path, body, headers, key, query)
 
 
 async def call_json(method: str, path: str, key: str | None, **kwargs: Any) -> tuple[int, Any]:

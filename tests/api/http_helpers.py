@@ -16,8 +16,12 @@ async def exchange(
     body: bytes = b"",
     headers: list[tuple[bytes, bytes]] | None = None,
     key: str | None = None,
+    query: str = "",
+    app: Any = None,
 ) -> tuple[int, dict[bytes, bytes], bytes]:
-    from llmserver.asgi import application
+    """`app`: the gateway's application unless a test built its own."""
+    if app is None:
+        from llmserver.asgi import application as app
 
     sent = list(headers or [])
     if key is not None:
@@ -28,12 +32,12 @@ async def exchange(
         "method": method,
         "path": path,
         "raw_path": path.encode("utf-8", "surrogateescape"),
-        "query_string": b"",
+        "query_string": query.encode(),
         "headers": sent,
         "client": ("127.0.0.1", 5000),
         "server": ("127.0.0.1", 8000),
     }
-    comm = ApplicationCommunicator(application, scope)
+    comm = ApplicationCommunicator(app, scope)
     await comm.send_input({"type": "http.request", "body": body, "more_body": False})
     return await read_all(comm)
 

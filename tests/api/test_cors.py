@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from channels.testing import ApplicationCommunicator
 from django.core.exceptions import ImproperlyConfigured
 
 from llmserver.api.cors import allowed_origins, with_cors
 from llmserver.conf import GatewaySettings
-from tests.api.conftest import chat_body, read_all
+from tests.api.conftest import chat_body
+from tests.api.http_helpers import exchange
 
 ORIGIN = b"https://chat.example.com"
 # What the openai JS SDK asks for on its preflight.
@@ -27,20 +27,8 @@ def application(*origins: str) -> Any:
 async def call(
     app: Any, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes = b""
 ) -> tuple[int, dict[bytes, bytes], bytes]:
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": method,
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "headers": [*headers, (b"content-length", str(len(body)).encode())],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
-    comm = ApplicationCommunicator(app, scope)
-    await comm.send_input({"type": "http.request", "body": body, "more_body": False})
-    return await read_all(comm)
+    sent = [*headers, (b"content-length", str(len(body)).encode())]
+    return await exchange(method, path, body, sent, app=app)
 
 
 def preflight(origin: bytes = ORIGIN) -> list[tuple[bytes, bytes]]:
