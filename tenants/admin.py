@@ -28,7 +28,6 @@ from tenants.models import (
     Tier,
     UsageRecord,
 )
-from tenants.models.keys import PREFIX_LENGTH, generate_key, hash_key
 from tenants.models.tiers import band_gates
 from tenants.reports.csvexport import csv_response
 
@@ -168,8 +167,7 @@ class ApiKeyAdmin(admin.ModelAdmin[Any]):
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: Any, change: bool) -> None:
         if not change:
-            secret = generate_key()
-            obj.prefix, obj.hashed = secret[:PREFIX_LENGTH], hash_key(secret)
+            secret = obj.set_new_secret()
             messages.warning(
                 request,
                 f"The new key is {secret} . Copy it now: it is not stored and not shown again.",

@@ -58,8 +58,9 @@ APP_TYPE_BAND = {
 class ApiKeyManager(models.Manager["ApiKey"]):
     def create_key(self, **fields: object) -> tuple[ApiKey, str]:
         """Create a key and return it with its secret, which is never stored or shown again."""
-        secret = generate_key()
-        key = self.create(prefix=secret[:PREFIX_LENGTH], hashed=hash_key(secret), **fields)
+        key = self.model(**fields)
+        secret = key.set_new_secret()
+        key.save(force_insert=True, using=self.db)
         return key, secret
 
     def for_key(self, secret: str, now: datetime | None = None) -> ApiKey | None:
@@ -128,6 +129,13 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.tenant.slug}/{self.user})"
+
+    def set_new_secret(self) -> str:
+        """Give the key a fresh secret (its prefix and hash, not yet saved) and return the
+        secret, which is never stored or shown again."""
+        secret = generate_key()
+        self.prefix, self.hashed = secret[:PREFIX_LENGTH], hash_key(secret)
+        return secret
 
     @property
     def tier(self) -> Tier:

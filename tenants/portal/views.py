@@ -17,7 +17,6 @@ from django.views.decorators.http import require_POST
 from tenants.api.serializers import TENANT_AUDIT_MODELS
 from tenants.budget import budget_state, standing
 from tenants.models import ApiKey, AuditEntry, Membership, Role, UsageStatus
-from tenants.models.keys import PREFIX_LENGTH, generate_key, hash_key
 from tenants.models.rules import Window, window_start
 from tenants.portal.access import tenant_page
 from tenants.portal.forms import KeyForm, MemberForm, RoleForm
@@ -105,8 +104,7 @@ def keys(request: HttpRequest, membership: Membership) -> HttpResponse:
         if form.is_valid():
             key = form.save(commit=False)
             key.tenant, key.owner = membership.tenant, membership.user
-            secret = generate_key()
-            key.prefix, key.hashed = secret[:PREFIX_LENGTH], hash_key(secret)
+            secret = key.set_new_secret()
             key.save()
             return _show_secret(request, membership, key, secret)
     else:
@@ -158,8 +156,7 @@ def key_rotate(request: HttpRequest, membership: Membership, key_id: int) -> Htt
     key = _key(membership, key_id)
     if key.revoked:
         raise Http404("A revoked key cannot be rotated.")
-    secret = generate_key()
-    key.prefix, key.hashed = secret[:PREFIX_LENGTH], hash_key(secret)
+    secret = key.set_new_secret()
     key.save(update_fields=["prefix", "hashed"])
     return _show_secret(request, membership, key, secret)
 
