@@ -111,11 +111,7 @@ def tenant_lanes(snapshot: dict[str, Any], tenant: str, user: str | None) -> lis
 
 
 def _role(user_id: int, slug: str) -> str | None:
-    role: str | None = (
-        Membership.objects.filter(user_id=user_id, tenant__slug=slug, tenant__is_active=True)
-        .values_list("role", flat=True)
-        .first()
-    )
+    role: str | None = Membership.objects.of(user_id, slug).values_list("role", flat=True).first()
     return role
 
 

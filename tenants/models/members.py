@@ -19,6 +19,12 @@ class Role(models.TextChoices):
     MEMBER = "member", "tenant member"
 
 
+class MembershipQuerySet(models.QuerySet["Membership"]):
+    def of(self, user_id: int, slug: str) -> MembershipQuerySet:
+        """The person's membership of the active tenant `slug` (none: no such tenant to them)."""
+        return self.filter(user_id=user_id, tenant__slug=slug, tenant__is_active=True)
+
+
 class Membership(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
@@ -26,6 +32,8 @@ class Membership(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=6, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = MembershipQuerySet.as_manager()
 
     class Meta:
         ordering = ["tenant__name", "user__username"]

@@ -26,8 +26,8 @@ def membership_of(request: HttpRequest, slug: str) -> Membership:
     if not (request.user.is_authenticated and request.user.is_active):
         raise Http404("No such tenant.")
     found = (
-        Membership.objects.select_related("tenant", "tenant__default_tier", "user")
-        .filter(user_id=request.user.pk, tenant__slug=slug, tenant__is_active=True)
+        Membership.objects.of(request.user.pk, slug)
+        .select_related("tenant", "tenant__default_tier", "user")
         .first()
     )
     if found is None:
