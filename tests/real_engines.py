@@ -34,14 +34,20 @@ def new_key(gateway: GatewayProcess, user: str, tier: str = "interactive") -> st
     return str(out["key"])
 
 
-def usage_rows(gateway: GatewayProcess, user: str) -> list[dict[str, object]]:
-    """The gateway's usage records for `user`, oldest first, as the database holds them."""
+ROW_FIELDS = ("request_id", "status", "prompt_tokens", "completion_tokens")
+
+
+def usage_rows(
+    gateway: GatewayProcess, user: str, fields: tuple[str, ...] = ROW_FIELDS
+) -> list[dict[str, object]]:
+    """The gateway's usage records for `user`, oldest first, as the database holds them
+    (`fields` of each; a cost comes as its decimal string)."""
     out = gateway.manage(
         "shell",
         "-c",
         "import json; from tenants.models import UsageRecord; print(json.dumps(list("
-        f"UsageRecord.objects.filter(user={user!r}).order_by('id').values("
-        "'request_id', 'status', 'prompt_tokens', 'completion_tokens'))))",
+        f"UsageRecord.objects.filter(user={user!r}).order_by('id').values(*{list(fields)!r})"
+        "), default=str))",
     )
     return list(json.loads(out.strip().splitlines()[-1]))  # after the shell's banner
 

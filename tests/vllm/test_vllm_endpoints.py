@@ -19,7 +19,7 @@ import pytest
 
 from llmserver.testing.processes import GatewayProcess
 from llmserver.testing.vllm_server import SERVED_NAME, VllmServer
-from tests.real_engines import new_key, sdk
+from tests.real_engines import new_key, sdk, usage_rows
 from tests.vllm.conftest import MODEL
 
 pytestmark = pytest.mark.vllm
@@ -52,23 +52,13 @@ def counted(before: dict[str, float], vllm: VllmServer) -> dict[str, float]:
     return {name: after[name] - before[name] for name in before}
 
 
-def usage_rows(gateway: GatewayProcess, user: str) -> list[dict[str, object]]:
-    """`user`'s usage rows, oldest first, with the endpoint and the cost."""
-    out = gateway.manage(
-        "shell",
-        "-c",
-        "import json; from tenants.models import UsageRecord; print(json.dumps(list("
-        f"UsageRecord.objects.filter(user={user!r}).order_by('id').values("
-        "'endpoint', 'status', 'error_type', 'prompt_tokens', 'completion_tokens', 'cost'"
-        ")), default=str))",
-    )
-    return list(json.loads(out.strip().splitlines()[-1]))  # after the shell's banner
+ROW = ("endpoint", "status", "error_type", "prompt_tokens", "completion_tokens", "cost")
 
 
 def the_row(gateway: GatewayProcess, user: str) -> dict[str, object]:
     """`user`'s one usage row, once written (the gateway flushes every 0.1 s)."""
     deadline = time.monotonic() + 10
-    while not (rows := usage_rows(gateway, user)):
+    while not (rows := usage_rows(gateway, user, ROW)):
         assert time.monotonic() < deadline, "no usage row written"
         time.sleep(0.2)
     (row,) = rows
@@ -239,7 +229,7 @@ def test_an_engine_without_embeddings_is_a_404_in_openais_shape_billed_nothing(g
     assert set(json.loads(refusal.response.text)["error"]) == {"message", "type", "param", "code"}
     assert refusal.response.headers["x-request-id"]
     deadline = time.monotonic() + 10
-    while not (rows := usage_rows(gateway, "embeddings")) or rows[-1]["status"] != "error":
+    while not (rows := usage_rows(gateway, "embeddings", ROW)) or rows[-1]["status"] != "error":
         assert time.monotonic() < deadline, "no usage row for the refusal"
         time.sleep(0.2)
     # Before the route was loaded, the gateway's own refusals ("rejected"); then one error.
