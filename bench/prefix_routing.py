@@ -105,7 +105,7 @@ from loadgen import client, counters, has_text, percentile  # noqa: E402
 
 import scheduling.core  # noqa: E402
 from llmserver.backends.kv_events import KvEventSubscriber  # noqa: E402
-from llmserver.runtime.prompt_tokens import (  # noqa: E402
+from llmserver.backends.prompt_tokens import (  # noqa: E402
     SharedStarts,
     shared_start_key,
     tokenize_request,

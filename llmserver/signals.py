@@ -26,7 +26,7 @@ def config_changed(sender: type, **kwargs: Any) -> None:
     if sender not in CONFIG_MODELS:
         return
     # No running gateway in this process unless its module was loaded (the admin-only case).
-    module = sys.modules.get("llmserver.runtime.gateway")
+    module = sys.modules.get("llmserver.process")
     gateway = module.current_gateway() if module is not None else None
     if gateway is not None:
         gateway.mark_dirty()

@@ -21,7 +21,8 @@ from channels.generic.http import AsyncHttpConsumer
 from llmserver.api.access import metrics_refusal
 from llmserver.api.auth import authenticate, bearer
 from llmserver.pipeline.completion import Completion, new_request_id
-from llmserver.runtime.gateway import Gateway, get_gateway
+from llmserver.process import get_gateway
+from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from llmserver.wire.agent_apis import validate_messages, validate_responses
 from llmserver.wire.errors import (
@@ -309,7 +310,7 @@ class MetricsConsumer(JsonHttpConsumer):
             return
         await self.send_response(
             200,
-            gw.metrics.render(),
+            gw.telemetry.metrics.render(),
             headers=[(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")],
         )
 

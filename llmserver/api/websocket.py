@@ -20,7 +20,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from llmserver.api.auth import authenticate, bearer
 from llmserver.pipeline.completion import Completion, new_request_id
-from llmserver.runtime.gateway import Gateway, get_gateway
+from llmserver.process import get_gateway
+from llmserver.runtime.gateway import Gateway
 from llmserver.wire.errors import ApiError, internal_error, invalid
 from llmserver.wire.validation import validate
 

@@ -1,6 +1,7 @@
 """The backends this process talks to: one upstream client, one metrics poller and one KV event
 subscriber per configured backend, replaced when the admin changes it and retired (closed once
-the requests under way on it have ended) when it goes.
+the requests under way on it have ended) when it goes; and the prompt keyer that asks their
+`/tokenize`.
 
 The scheduler hears from the pool: each poller's scrape (`update_metrics`), each subscriber's
 cache events, and which backends may be preempted on (a backend that refused to continue a paused
@@ -19,6 +20,7 @@ from dataclasses import replace
 from llmserver.backends.kv_events import KvEventSubscriber
 from llmserver.backends.llamacpp import read_capacity
 from llmserver.backends.metrics import MetricsPoller
+from llmserver.backends.prompt_tokens import PromptKeyer
 from llmserver.backends.spec import BackendSpec
 from llmserver.backends.upstream import UpstreamClient
 from llmserver.cluster.transport import SchedulerTransport
@@ -40,6 +42,8 @@ class BackendPool:
         # Backends that refused to continue a paused stream: no more pauses on them in this
         # process, whatever their configuration says (see `stop_preempting`).
         self.cannot_resume: set[str] = set()
+        # Prompts keyed by the token blocks a backend's /tokenize gives (see prompt_tokens.py).
+        self.prompts = PromptKeyer(self.find, clock)
         self._pollers: dict[str, asyncio.Task[None]] = {}
         self._specs: Mapping[str, BackendSpec] = {}
         self._backends: tuple[BackendConfig, ...] = ()

@@ -50,7 +50,7 @@ class Completion:
     ) -> None:
         """`client_headers`: the HTTP request's, where a client's trace context may be."""
         self.gw, self.key, self.req, self.request_id = gw, key, req, request_id
-        self.trace = gw.tracing.request(request_id, key, req, client_headers)
+        self.trace = gw.telemetry.tracing.request(request_id, key, req, client_headers)
         self.pricing = gw.pricing(key.tenant_id)  # the prices in force when it arrived
         self.relay = Relay(sink, req, self._headers, request_id)
         self.arrived = time.monotonic()
@@ -102,7 +102,9 @@ class Completion:
             if self.req.service_tier is not None:
                 self.relay.service_tier = served_tier(self.req.service_tier, admission.band)
             req = self.req
-            blocks = await gw.prompts.token_blocks(req.model, req.kind, req.body, self.request_id)
+            blocks = await gw.backends.prompts.token_blocks(
+                req.model, req.kind, req.body, self.request_id
+            )
             if blocks is not None:
                 self.req.prefix_blocks = blocks
             job = self._job(admission.band, frozenset(admission.pool))
@@ -158,11 +160,11 @@ class Completion:
             # it is recorded as "unknown" (the client's error says which name was refused).
             self.draft.model = "unknown"
         elapsed = time.monotonic() - self.arrived
-        gw.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
+        gw.telemetry.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
         access_log(self.draft, model_label, elapsed, gw.settings.access_log)
         self.trace.settling()
         try:
-            Ledger(gw.scheduler, gw.metrics, gw.usage).settle(
+            Ledger(gw.scheduler, gw.telemetry.metrics, gw.usage).settle(
                 self.draft, ticket, self.pricing, model_label
             )
         finally:
@@ -236,8 +238,8 @@ class Completion:
             self.dispatched_at = time.monotonic()
             self.draft.dispatched_at = timezone.now()
             waited = self.dispatched_at - self.arrived
-            self.gw.metrics.queue_wait.labels(str(self.draft.band)).observe(waited)
-            self.gw.metrics.tenant_queue_wait.labels(self.key.tenant_slug).observe(waited)
+            self.gw.telemetry.metrics.queue_wait.labels(str(self.draft.band)).observe(waited)
+            self.gw.telemetry.metrics.tenant_queue_wait.labels(self.key.tenant_slug).observe(waited)
             await self._stop_reporting()
         client = self.gw.backends.client(backend)
         evict = (
@@ -250,12 +252,12 @@ class Completion:
             )
         except Preempted:
             kind = "resumable" if self.relay.started else "before_first_token"
-            self.gw.metrics.preemptions.labels(str(self.draft.band), kind).inc()
+            self.gw.telemetry.metrics.preemptions.labels(str(self.draft.band), kind).inc()
             self.trace.preempted(kind)
             raise
         except BackendError as exc:
             kind = f"http_{exc.status // 100}xx" if exc.status else "transport"
-            self.gw.metrics.upstream_errors.labels(backend, kind).inc()
+            self.gw.telemetry.metrics.upstream_errors.labels(backend, kind).inc()
             self.trace.upstream_failed(kind, exc.message)
             if self.relay.resuming and exc.status is not None and 400 <= exc.status < 500:
                 self.gw.stop_preempting(backend, exc.message)
@@ -274,8 +276,7 @@ class Completion:
         self.draft.first_token_at = timezone.now()
         self.trace.first_token()
         now = time.monotonic()
-        self.gw.metrics.ttft.labels(str(self.draft.band)).observe(now - self.arrived)
-        self.gw.publisher.first_token(self.draft.band, now - self.arrived)
+        self.gw.telemetry.first_token(self.draft.band, now - self.arrived)
         queued = (self.dispatched_at or now) - self.arrived
         return {
             "x-request-id": self.request_id,

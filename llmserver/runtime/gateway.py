@@ -1,9 +1,11 @@
 """The gateway process's long-lived state, started on the first request and stopped at shutdown.
 
-One `Gateway` per process: the scheduler (here, or shared through Redis), the backends it talks
-to (`BackendPool`), the configuration kept current (`ConfigWatch`), the key cache, the admission
-limits, the usage writer and pruner, the metrics, the dashboard publisher, the prompt keyer and
-the completions in flight. Each does one job; the gateway starts, wires and stops them.
+One `Gateway` per process (`llmserver/process.py` holds it): the scheduler (here, or shared
+through Redis), the backends it talks to and their prompt keyer (`BackendPool`), the
+configuration kept current (`ConfigWatch`), the key cache, the admission limits, the usage writer
+and pruner, what it reports about itself (`Telemetry`: metrics, traces, dashboard snapshots),
+the completions in flight and what was learned from those that ended. Each does one job; the
+gateway starts, wires and stops them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from llmserver.backends.pool import BackendPool
 from llmserver.cluster.transport import SchedulerTransport
@@ -27,16 +29,13 @@ from llmserver.runtime.keys import KeyCache
 from llmserver.runtime.limits import AdmissionLimits
 from llmserver.runtime.observability import GatewayMetrics, KvEventsCollector
 from llmserver.runtime.pricing import Pricing
-from llmserver.runtime.prompt_tokens import PromptKeyer
 from llmserver.runtime.pruning import UsagePruner
 from llmserver.runtime.snapshots import SnapshotPublisher
+from llmserver.runtime.telemetry import Telemetry
 from llmserver.runtime.tracing import gateway_tracing
 from llmserver.runtime.usage import UsageWriter
 from scheduling import CostPolicy, SchedulerConfig, SchedulerService, SchedulerSnapshot
 from tenants.endpoints import Endpoint
-
-if TYPE_CHECKING:
-    from llmserver.batches.runner import BatchRunner
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +51,29 @@ class Gateway:
         self.usage = UsageWriter(
             conf.usage_flush_interval, conf.usage_batch_size, self.limits.holds.release
         )
-        self.metrics = GatewayMetrics(self.snapshot, self.usage)
         self.pruner = UsagePruner(conf.usage_retention_days)
+        metrics = GatewayMetrics(self.snapshot, self.usage)
         # The one seam to a scheduler elsewhere: in this process (the default, no Redis), or
         # shared through Redis by every process of a cluster.
-        self.scheduler = self._scheduler(conf, clock)
+        self.scheduler = self._scheduler(conf, clock, metrics)
         self.backends = BackendPool(conf, self.scheduler, clock)
-        self.metrics.registry.register(KvEventsCollector(self.backends.subscribers))
-        self.prompts = PromptKeyer(self.backends.find, clock)
+        metrics.registry.register(KvEventsCollector(self.backends.subscribers))
+        self.telemetry = Telemetry(
+            metrics,
+            # Off (a no-op shared by every request) unless OTEL_* names an exporter.
+            gateway_tracing(conf),
+            # In a cluster the leader alone publishes: it holds the queues.
+            SnapshotPublisher(self.snapshot, lambda: self.scheduler.leading),
+        )
         self.config_watch = ConfigWatch(conf, self._apply, self.keys.clear)
-        # In a cluster the leader alone publishes: it holds the queues.
-        self.publisher = SnapshotPublisher(self.snapshot, lambda: self.scheduler.leading)
         self.inflight = InFlight()
         self.estimates = Estimates()
-        # Off (a no-op shared by every request) unless OTEL_* names an exporter.
-        self.tracing = gateway_tracing(conf)
         self._tasks: list[asyncio.Task[None]] = []
-        self.batches: BatchRunner | None = None  # the Batch API's runner, while started
-        self.started = False
 
-    def _scheduler(self, conf: GatewaySettings, clock: Callable[[], float]) -> SchedulerTransport:
+    @staticmethod
+    def _scheduler(
+        conf: GatewaySettings, clock: Callable[[], float], metrics: GatewayMetrics
+    ) -> SchedulerTransport:
         if conf.scheduler_transport != SchedulerTransportKind.REDIS:
             return SchedulerService(SchedulerConfig(), (), clock)
         from llmserver.cluster.metrics import ClusterCollector
@@ -84,8 +86,12 @@ class Gateway:
             SchedulerConfig(),
             clock=clock,
         )
-        self.metrics.registry.register(ClusterCollector(cluster))
+        metrics.registry.register(ClusterCollector(cluster))
         return cluster
+
+    @property
+    def started(self) -> bool:
+        return bool(self._tasks)
 
     # lifecycle ------------------------------------------------------------------------------
 
@@ -98,14 +104,9 @@ class Gateway:
             self.limits.holds.run(),
             self.config_watch.run_reloads(),
             self.config_watch.run_watch(),
-            self.publisher.run(),
+            self.telemetry.publisher.run(),
             self._sweep_keys(),
         ]
-        # Imported here: the runner drives completions, which import this module.
-        from llmserver.batches.runner import BatchRunner
-
-        self.batches = BatchRunner(self)
-        work.append(self.batches.run())
         if self.settings.redis_url:
             # Other processes' config changes, at once rather than at the next watch.
             work.append(
@@ -114,23 +115,19 @@ class Gateway:
                 )
             )
         self._tasks = [asyncio.create_task(w) for w in work]
-        self.started = True
 
     async def stop(self) -> None:
-        if self.batches is not None:  # first: its lines' usage is flushed below
-            await self.batches.stop()
-        for task in self._tasks:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self._tasks = []
         await self.backends.aclose()
         await self.scheduler.stop()
         await self.usage.flush_once()
         await self.limits.aclose()
-        await self.tracing.aclose()
-        self.started = False
+        await self.telemetry.aclose()
 
     async def drain(self, seconds: float) -> None:
         """Refuse new completions, wait up to `seconds` for those running, end the rest and
@@ -158,7 +155,7 @@ class Gateway:
 
     def _apply(self, config: GatewayConfig) -> None:
         self.backends.apply(config.backends, config.scheduler, config.scheduler_backends)
-        self.prompts.via = config.tokenize_via
+        self.backends.prompts.via = config.tokenize_via
 
     def pricing(self, tenant_id: int | None = None) -> Pricing:
         """The cost policy and prices in force for `tenant_id`."""
@@ -180,7 +177,7 @@ class Gateway:
     def stop_preempting(self, backend: str, why: str) -> None:
         """`backend` refused to continue a paused stream: no more pauses there (see the pool)."""
         if self.backends.stop_preempting(backend, why):
-            self.metrics.resume_refused.labels(backend).inc()
+            self.telemetry.metrics.resume_refused.labels(backend).inc()
 
     # state ----------------------------------------------------------------------------------
 
@@ -191,51 +188,3 @@ class Gateway:
         """For /readyz: "local" (one process), or this process's part in a cluster: "leader",
         "follower", or "redis_unavailable" (new requests refused with 503)."""
         return self.scheduler.state
-
-
-_gateway: Gateway | None = None
-_starting: asyncio.Lock | None = None
-
-
-async def get_gateway() -> Gateway:
-    """The process's gateway, started on first use in the running loop."""
-    global _gateway, _starting
-    if _gateway is not None and _gateway.started:
-        return _gateway
-    if _starting is None:
-        _starting = asyncio.Lock()
-    async with _starting:
-        if _gateway is None or not _gateway.started:
-            gateway = Gateway()
-            await gateway.start()
-            _gateway = gateway
-            _register_shutdown(gateway)
-    return _gateway
-
-
-def current_gateway() -> Gateway | None:
-    return _gateway
-
-
-async def reset_gateway() -> None:
-    """Stop and forget the process's gateway (tests, and shutdown)."""
-    global _gateway, _starting
-    gateway, _gateway, _starting = _gateway, None, None
-    if gateway is not None:
-        await gateway.stop()
-
-
-def _register_shutdown(gateway: Gateway) -> None:
-    """Under daphne (Twisted), flush usage and close clients before the reactor stops."""
-    try:
-        from twisted.internet import reactor
-    except ImportError:
-        return
-    if not getattr(reactor, "running", False):
-        return
-    from twisted.internet.defer import Deferred
-
-    def before_shutdown() -> Deferred[None]:
-        return Deferred.fromFuture(asyncio.ensure_future(reset_gateway()))
-
-    reactor.addSystemEventTrigger("before", "shutdown", before_shutdown)  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from daphne.endpoints import build_endpoint_description_strings
 from twisted.internet import reactor
 
 from llmserver.conf import GatewaySettings
-from llmserver.runtime.gateway import current_gateway
+from llmserver.process import current_gateway
 from llmserver.serving.server import GatewayServer
 
 log = logging.getLogger(__name__)

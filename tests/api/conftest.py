@@ -57,7 +57,7 @@ def world(transactional_db: None, simulator: RunningSimulator, settings: Any) ->
 
 @pytest.fixture
 async def gateway(world: dict[str, Any]) -> AsyncIterator[Any]:
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     gw = await get_gateway()
     await wait_for(lambda: gate_open(gw), 5.0)

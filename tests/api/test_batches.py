@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from llmserver.runtime.gateway import get_gateway, reset_gateway
+from llmserver.process import current_batch_runner, get_gateway, reset_gateway
 from scheduling import BATCH
 from tenants.models import ApiKey, AppType, Band, Batch, Tenant, Tier, UsageRecord
 from tests.api.batch_helpers import (
@@ -323,12 +323,14 @@ async def test_a_line_refused_by_the_budget_fails_with_its_error(gateway, world)
 
 
 async def test_a_batch_past_its_window_expires_with_each_line_batch_expired(gateway, world):
-    gateway.batches.stopping = True  # no claim before its window is made to have passed
+    runner = current_batch_runner()
+    assert runner is not None
+    runner.stopping = True  # no claim before its window is made to have passed
     batch = await create_batch(world["alice"], [chat_line(c) for c in "ab"])
     await sync_to_async(Batch.objects.filter(pk=batch["id"]).update)(
         expires_at=timezone.now() - timezone.timedelta(seconds=1)
     )
-    gateway.batches.stopping = False
+    runner.stopping = False
     done = await wait_batch(world["alice"], batch["id"])
     assert done["status"] == "expired" and done["expired_at"]
     lines = await content_lines(world["alice"], done["error_file_id"])
@@ -339,7 +341,9 @@ async def test_a_batch_past_its_window_expires_with_each_line_batch_expired(gate
 async def test_two_processes_never_claim_the_same_batch(gateway, world):
     from llmserver.batches import claims
 
-    await gateway.batches.stop()  # this process's runner out of the way
+    runner = current_batch_runner()
+    assert runner is not None
+    await runner.stop()  # this process's runner out of the way
     batch = await create_batch(world["alice"], [chat_line("a")])
     first = await sync_to_async(claims.claim)(batch["id"], "one", 30.0)
     second = await sync_to_async(claims.claim)(batch["id"], "two", 30.0)

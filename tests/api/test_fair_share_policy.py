@@ -30,7 +30,7 @@ async def reload(gateway) -> None:
 
 async def test_the_first_start_records_the_environments_unit_as_the_admins_policy(world, settings):
     settings.LLMSERVER = {**settings.LLMSERVER, "COST_UNIT": "requests"}
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     await get_gateway()
     try:

@@ -47,7 +47,7 @@ async def first_token_at(comm) -> float:
 
 
 async def test_a_light_users_request_starts_before_the_power_users_tenth(two_users):
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     power_key, light_key = two_users
     gw = await get_gateway()

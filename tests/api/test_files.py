@@ -122,7 +122,7 @@ async def test_a_file_over_the_size_limit_is_refused_with_413(gateway, world, fi
 
 async def test_a_file_with_more_lines_than_a_batch_takes_is_refused(gateway, world, settings):
     settings.LLMSERVER = {**settings.LLMSERVER, "BATCH_MAX_LINES": 1}
-    from llmserver.runtime.gateway import reset_gateway
+    from llmserver.process import reset_gateway
 
     await reset_gateway()  # the settings are read when the gateway starts
     status, error = await upload(world["alice"], INPUT)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from llmserver.runtime.gateway import get_gateway, reset_gateway
+from llmserver.process import get_gateway, reset_gateway
 from tests.api.conftest import read_all
 
 

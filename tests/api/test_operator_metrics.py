@@ -24,7 +24,7 @@ FUNCTIONS = {"sum", "by", "rate", "increase", "histogram_quantile", "max", "le",
 
 def exported(gateway) -> set[str]:
     names = set()
-    for family in text_string_to_metric_families(gateway.metrics.render().decode()):
+    for family in text_string_to_metric_families(gateway.telemetry.metrics.render().decode()):
         # A labelled family with no samples yet is still exported: its series appear once used.
         suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_count", "_sum"]}
         names |= {family.name + s for s in suffixes.get(family.type, [""])}
@@ -68,7 +68,7 @@ async def test_alert_rules_name_exported_series(gateway, world):
 
 async def test_a_request_shows_in_duration_and_tenant_wait_histograms(gateway, world):
     await read_all(await start(world["alice"], chat_body()))
-    text = gateway.metrics.render().decode()
+    text = gateway.telemetry.metrics.render().decode()
     assert 'llmserver_request_duration_seconds_count{band="0",model="demo-llama"} 1.0' in text
     assert 'llmserver_tenant_queue_wait_seconds_count{tenant="acme"} 1.0' in text
 
@@ -83,7 +83,7 @@ async def test_cost_per_tenant_is_exported_as_billed_on_its_usage_rows(gateway, 
     await read_all(await start(world["alice"], chat_body()))
     await gateway.usage.flush_once()
     [row] = await usage_rows()
-    families = text_string_to_metric_families(gateway.metrics.render().decode())
+    families = text_string_to_metric_families(gateway.telemetry.metrics.render().decode())
     [cost] = [f for f in families if f.name == "llmserver_cost"]
     assert [(s.labels, s.value) for s in cost.samples] == [
         ({"tenant": "acme"}, pytest.approx(float(row["cost"])))

@@ -83,7 +83,7 @@ def openai_world(transactional_db: None, three_slots: RunningSimulator, settings
 
 @contextlib.asynccontextmanager
 async def running_gateway() -> AsyncIterator[Any]:
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     gw = await get_gateway()
     try:

@@ -24,7 +24,7 @@ SYSTEM = "You answer questions about the Acme billing system, briefly and polite
 
 def token_blocks(gw: Any, req: Any, request_id: str) -> Any:
     """The gateway's keying of one validated request's prompt."""
-    return gw.prompts.token_blocks(req.model, req.kind, req.body, request_id)
+    return gw.backends.prompts.token_blocks(req.model, req.kind, req.body, request_id)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ async def hang_up(gw: Any, comm: Any) -> None:
 async def test_requests_sharing_a_long_prefix_go_to_the_backend_that_holds_it(
     pool: dict[str, Any],
 ) -> None:
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     gw = await get_gateway()
     try:
@@ -100,7 +100,7 @@ async def test_requests_sharing_a_long_prefix_go_to_the_backend_that_holds_it(
 async def test_the_turns_of_a_conversation_follow_it_to_its_backend(
     pool: dict[str, Any],
 ) -> None:
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     turn = [{"role": "system", "content": "Be exact. " * 60}, {"role": "user", "content": "Hi"}]
     gw = await get_gateway()
@@ -156,7 +156,7 @@ async def test_a_prefix_cached_by_traffic_the_gateway_never_saw_draws_the_reques
 ) -> None:
     """Another client warmed sim-z's cache directly; its KV events say so. Without them the
     gateway would know nothing of it, and an idle pool's tie goes by name to sim."""
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     sim = publishing_pool
     messages = asking("What is on my invoice?")
@@ -182,7 +182,7 @@ async def test_a_prefix_cached_by_traffic_the_gateway_never_saw_draws_the_reques
             await wait_for(lambda: subscriber.received > heard_before, 5.0)
         status, _, _ = await read_all(await start(world["alice"], body(messages)))
         assert status == 200
-        exposition = gw.metrics.render().decode()
+        exposition = gw.telemetry.metrics.render().decode()
     finally:
         await reset_gateway()
     assert [row["backend"] for row in await usage_rows()] == ["sim-z"]
@@ -207,7 +207,7 @@ def dead_publisher_first(publishing_pool: RunningSimulator) -> RunningSimulator:
 async def test_prompts_are_tokenized_by_the_next_publisher_while_the_first_one_is_down(
     dead_publisher_first: RunningSimulator,
 ) -> None:
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
     from llmserver.wire.validation import TokenLimits, validate
 
     data = {"model": MODEL, "messages": asking("Which plan am I on?"), "max_tokens": 4}
@@ -228,7 +228,7 @@ async def test_a_chats_shared_start_is_tokenized_once(
 ) -> None:
     """The system prompt's blocks come from memory for the next question: no round trip, so
     they are there even while no publisher answers."""
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
     from llmserver.wire.validation import TokenLimits, validate
 
     def chat(question: str) -> Any:
@@ -240,7 +240,7 @@ async def test_a_chats_shared_start_is_tokenized_once(
         await token_blocks(gw, chat("first"), "r1")  # sim-a is down: it rests from now on
         known = await token_blocks(gw, chat("second"), "r2")  # sim-z's answer, remembered
         assert known
-        gw.prompts.resting["sim-z"] = gw.clock() + 60  # nobody to ask any more
+        gw.backends.prompts.resting["sim-z"] = gw.clock() + 60  # nobody to ask any more
         assert await token_blocks(gw, chat("third"), "r3") == known
     finally:
         await reset_gateway()
@@ -267,7 +267,7 @@ def silent_publisher(world: dict[str, Any]) -> Iterator[None]:
 async def test_a_client_that_leaves_while_its_prompt_is_tokenized_leaves_one_cancelled_row(
     world: dict[str, Any], silent_publisher: None
 ) -> None:
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     gw = await get_gateway()
     try:

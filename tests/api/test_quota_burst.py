@@ -61,7 +61,7 @@ async def test_the_reservation_ends_when_the_row_is_written_and_the_count_stays_
 async def test_a_quota_that_cannot_be_checked_refuses_with_503_rather_than_let_it_pass(
     world, settings
 ):
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     await sync_to_async(two_per_day)(world)
     settings.LLMSERVER = {

@@ -109,7 +109,7 @@ async def test_ten_concurrent_requests_against_three_per_minute_let_exactly_thre
 
 
 async def test_a_limit_whose_shared_window_cannot_be_reached_refuses_with_503(world, settings):
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     settings.LLMSERVER = {
         **settings.LLMSERVER,

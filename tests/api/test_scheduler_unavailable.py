@@ -14,7 +14,7 @@ from tests.api.http_helpers import exchange
 async def test_a_request_is_refused_while_the_shared_scheduler_is_unreachable(
     world: dict[str, Any], settings: Any
 ) -> None:
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     settings.LLMSERVER = {
         **settings.LLMSERVER,

@@ -120,7 +120,7 @@ async def proxy(world: dict[str, Any]) -> AsyncIterator[HeaderProxy]:
 
 
 async def running(world: dict[str, Any]) -> Any:
-    from llmserver.runtime.gateway import get_gateway
+    from llmserver.process import get_gateway
 
     gw = await get_gateway()
     await wait_for(lambda: gate_open(gw), 5.0)
@@ -141,7 +141,7 @@ async def exporting(world: dict[str, Any], settings: Any, receiver: OtlpReceiver
 async def traced(
     world: dict[str, Any], settings: Any, receiver: OtlpReceiver, proxy: HeaderProxy
 ) -> AsyncIterator[Any]:
-    from llmserver.runtime.gateway import reset_gateway
+    from llmserver.process import reset_gateway
 
     yield await exporting(world, settings, receiver)
     await reset_gateway()
@@ -156,7 +156,7 @@ async def sampled_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Any]:
     """Exporting, with a sampler that samples nothing (the SDK reads it at the gateway's start)."""
-    from llmserver.runtime.gateway import reset_gateway
+    from llmserver.process import reset_gateway
 
     monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
     yield await exporting(world, settings, receiver)
@@ -166,7 +166,7 @@ async def sampled_out(
 @pytest.fixture
 async def untraced(world: dict[str, Any], proxy: HeaderProxy) -> AsyncIterator[Any]:
     """The gateway as it starts with no OTEL_* variable."""
-    from llmserver.runtime.gateway import reset_gateway
+    from llmserver.process import reset_gateway
 
     yield await running(world)
     await reset_gateway()
@@ -184,7 +184,7 @@ async def trace_of(gw: Any, receiver: OtlpReceiver, request_id: str) -> list[Rec
     """The request's spans once its own (the last to end) has been exported."""
     deadline = asyncio.get_running_loop().time() + 10
     while True:
-        assert await gw.tracing.flush()
+        assert await gw.telemetry.tracing.flush()
         spans = receiver.received()
         root = [s for s in spans if s.attributes.get("llmserver.request_id") == request_id]
         if root:
@@ -296,7 +296,7 @@ async def traced_over_socket(
     await ws.disconnect()
     deadline = asyncio.get_running_loop().time() + 10
     while not [s for s in receiver.received() if s.name == f"chat {MODEL}"]:
-        assert await gw.tracing.flush()
+        assert await gw.telemetry.tracing.flush()
         assert asyncio.get_running_loop().time() < deadline, "the request's span never came"
         await asyncio.sleep(0.05)
     return [s for s in receiver.received() if s.trace_id == CLIENT_TRACE]
@@ -367,7 +367,7 @@ async def test_a_paused_and_resumed_stream_has_a_dispatch_for_each_leg(pausing_w
         await asyncio.gather(*(rest_of(c) for c in power))
         assert gw.scheduler.core.totals["preempted"] >= 1
         await wait_for(lambda: gw.usage.pending == 0, 5)
-        assert await gw.tracing.flush()
+        assert await gw.telemetry.tracing.flush()
     spans = receiver.received()
     paused = next(s for s in spans if s.attributes.get("llmserver.preempted") == "resumable")
     trace = [s for s in spans if s.trace_id == paused.trace_id]
@@ -399,7 +399,7 @@ async def test_a_request_the_sampler_leaves_out_exports_nothing_but_tells_the_en
 ):
     status, _, _ = await complete(world["alice"])
     assert status == 200
-    assert await sampled_out.tracing.flush()
+    assert await sampled_out.telemetry.tracing.flush()
     assert receiver.received() == []
     (sent,) = proxy.seen
     _, trace_id, _, flags = sent["traceparent"].split("-")
@@ -418,7 +418,7 @@ async def test_with_no_otel_variable_a_request_makes_no_span_and_sends_no_tracep
     before = spans()
     status, _, _ = await complete(world["alice"])
     assert status == 200
-    assert not untraced.tracing.enabled
+    assert not untraced.telemetry.tracing.enabled
     assert spans() - before == set()
     (sent,) = proxy.seen
     assert "traceparent" not in sent
@@ -434,7 +434,7 @@ def test_with_no_otel_variable_the_gateway_never_imports_the_tracing_sdk() -> No
         "from llmserver.runtime.gateway import Gateway; "
         "import llmserver.pipeline.completion; "
         "gw = Gateway(); "
-        "print(gw.tracing.enabled, sorted(m for m in sys.modules if m.startswith(("
+        "print(gw.telemetry.tracing.enabled, sorted(m for m in sys.modules if m.startswith(("
         "'opentelemetry.sdk.trace', 'opentelemetry.exporter', 'llmserver.runtime.otel'))))"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}

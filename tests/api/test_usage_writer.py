@@ -101,7 +101,7 @@ async def test_metrics_show_usage_pending_and_failed(gateway, world):
     gateway.usage.add(draft(world, request_id=first.request_id))
     await gateway.usage.flush_once()
     gateway.usage.add(draft(world))
-    text = gateway.metrics.render().decode()
+    text = gateway.telemetry.metrics.render().decode()
     assert "llmserver_usage_failed_total 1.0" in text
     assert "llmserver_usage_pending 1.0" in text
 

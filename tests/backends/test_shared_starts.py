@@ -3,7 +3,7 @@ per model and start, none for what has no start, and memory bounded by the block
 
 from __future__ import annotations
 
-from llmserver.runtime.prompt_tokens import SharedStarts, shared_start_key, tokenize_request
+from llmserver.backends.prompt_tokens import SharedStarts, shared_start_key, tokenize_request
 
 SYSTEM = {"role": "system", "content": "You answer billing questions."}
 

@@ -59,7 +59,7 @@ async def test_saving_a_tier_tells_the_other_processes_once_it_commits(
 async def test_a_gateway_reloads_when_another_process_announces_a_change(
     prefix: str, settings: Any
 ) -> None:
-    from llmserver.runtime.gateway import get_gateway, reset_gateway
+    from llmserver.process import get_gateway, reset_gateway
 
     settings.LLMSERVER = {
         **settings.LLMSERVER,

@@ -11,6 +11,7 @@ import json
 import signal
 import time
 
+import httpx
 import pytest
 
 from llmserver.testing.processes import Database, start_gateway
@@ -40,6 +41,7 @@ def slow_world(tmp_path):
 
 def test_sigterm_drains_live_streams_and_bills_what_was_delivered(slow_world):
     gateway = slow_world
+    httpx.get(gateway.url + "/readyz", timeout=10)  # the gateway starts: not the streams' time
     streams = start_streams(gateway, [4, 400, 400])
     time.sleep(1.0)  # every stream has started; the short one is about to finish
     gateway.process.send_signal(signal.SIGTERM)
