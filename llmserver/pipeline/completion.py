@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from llmserver.backends.upstream import BackendError
 from llmserver.pipeline.accounting import Ledger
-from llmserver.pipeline.admission import admit, check_rates, served_tier
+from llmserver.pipeline.admission import Admission, admit, check_rates, served_tier
 from llmserver.pipeline.dispatch import run_on_pool, submit
 from llmserver.pipeline.relay import Relay, Sink
 from llmserver.pipeline.resume import Preempted
@@ -79,6 +79,31 @@ class Completion:
         """Whether the client has had the first byte (an error can then only be an event)."""
         return self.relay.opened
 
+    async def _admit(self) -> Admission:
+        """The rate windows, then the pool, models, quota and budget (`admit`), then the
+        prompt's token blocks where its pool routes by the backends' caches."""
+        gw, req = self.gw, self.req
+        self.trace.admitting()
+        tokens = req.estimated_prompt_tokens + req.most_output_tokens
+        self.rate_headers = await check_rates(gw.limits.rates, self.key, tokens)
+        admission = await admit(
+            self.key,
+            req,
+            gw.pool(req.model, req.kind),
+            gw.limits.holds,
+            self.request_id,
+            self.pricing.prices,
+        )
+        self.draft.band = admission.band
+        if req.service_tier is not None:
+            self.relay.service_tier = served_tier(req.service_tier, admission.band)
+        blocks = await gw.backends.prompts.token_blocks(
+            req.model, req.kind, req.body, self.request_id
+        )
+        if blocks is not None:
+            req.prefix_blocks = blocks
+        return admission
+
     async def run(self) -> None:
         gw, ticket = self.gw, None
         task = asyncio.current_task()
@@ -87,26 +112,7 @@ class Completion:
         try:
             if gw.inflight.draining:
                 raise shutting_down()
-            self.trace.admitting()
-            tokens = self.req.estimated_prompt_tokens + self.req.most_output_tokens
-            self.rate_headers = await check_rates(gw.limits.rates, self.key, tokens)
-            admission = await admit(
-                self.key,
-                self.req,
-                gw.pool(self.req.model, self.req.kind),
-                gw.limits.holds,
-                self.request_id,
-                self.pricing.prices,
-            )
-            self.draft.band = admission.band
-            if self.req.service_tier is not None:
-                self.relay.service_tier = served_tier(self.req.service_tier, admission.band)
-            req = self.req
-            blocks = await gw.backends.prompts.token_blocks(
-                req.model, req.kind, req.body, self.request_id
-            )
-            if blocks is not None:
-                self.req.prefix_blocks = blocks
+            admission = await self._admit()
             job = self._job(admission.band, frozenset(admission.pool))
             ticket = self.ticket = submit(gw.scheduler, job)
             self.trace.queued(admission.band)
