@@ -35,6 +35,7 @@ from llmserver.wire.errors import (
     too_large,
     unknown_endpoint,
 )
+from llmserver.wire.scoring import validate_rerank, validate_score
 from llmserver.wire.sse import frame
 from llmserver.wire.validation import CompletionRequest, TokenLimits, parse_json, validate
 
@@ -230,6 +231,25 @@ class EmbeddingsConsumer(CompletionsConsumer):
     """POST /v1/embeddings: queued, gated and billed as a completion is (by its input tokens)."""
 
     kind = "embeddings"
+
+
+class RerankConsumer(CompletionsConsumer):
+    """POST /v1/rerank (also /rerank and /v2/rerank, vLLM's names): a query against documents,
+    queued and billed by its input tokens as embeddings are."""
+
+    kind = "rerank"
+
+    def parse(self, data: dict[str, Any], limits: TokenLimits) -> CompletionRequest:
+        return validate_rerank(data)
+
+
+class ScoreConsumer(CompletionsConsumer):
+    """POST /v1/score (also /score): pairs of texts, queued and billed as embeddings are."""
+
+    kind = "score"
+
+    def parse(self, data: dict[str, Any], limits: TokenLimits) -> CompletionRequest:
+        return validate_score(data)
 
 
 class ResponsesConsumer(CompletionsConsumer):
