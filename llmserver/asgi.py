@@ -29,6 +29,7 @@ from llmserver.api.batches import (  # noqa: E402
     BatchesConsumer,
 )
 from llmserver.api.cors import with_cors  # noqa: E402
+from llmserver.api.count_tokens import CountTokensConsumer  # noqa: E402
 from llmserver.api.files import FileConsumer, FileContentConsumer, FilesConsumer  # noqa: E402
 from llmserver.api.http import (  # noqa: E402
     ChatCompletionsConsumer,
@@ -62,6 +63,7 @@ def build_application(conf: GatewaySettings) -> ProtocolTypeRouter:
         path("v1/embeddings", v1(EmbeddingsConsumer.as_asgi())),
         path("v1/responses", v1(ResponsesConsumer.as_asgi())),
         path("v1/messages", v1(MessagesConsumer.as_asgi())),
+        path("v1/messages/count_tokens", v1(CountTokensConsumer.as_asgi())),
         path("v1/rerank", v1(RerankConsumer.as_asgi())),
         path("v1/score", v1(ScoreConsumer.as_asgi())),
         path("v1/models", v1(ModelsConsumer.as_asgi())),
