@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from llmserver.api.auth import authenticate, bearer
-from llmserver.api.http import MessagesConsumer, _header
+from llmserver.api.http import MessagesConsumer, header
 from llmserver.backends.upstream import BackendError
 from llmserver.pipeline.admission import check_rates
 from llmserver.pipeline.dispatch import as_api_error
@@ -54,7 +54,7 @@ class CountTokensConsumer(MessagesConsumer):
             if gw.inflight.draining:
                 raise shutting_down()
             key = await authenticate(gw, bearer(self.scope.get("headers", [])))
-            data = parse_json(raw, _header(self.scope, b"content-type"))
+            data = parse_json(raw, header(self.scope, b"content-type"))
             model = check_model(data)
             pool = gw.pool(model, Endpoint.MESSAGES)
             if pool is None:

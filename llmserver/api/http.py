@@ -48,7 +48,8 @@ SSE = [
 ]
 
 
-def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
+def header(scope: Mapping[str, Any], name: bytes) -> str | None:
+    """A request header's value, or None; shared with the consumers of other modules."""
     for key, value in scope.get("headers", []):
         if key.lower() == name:
             return bytes(value).decode("latin-1")
@@ -158,7 +159,7 @@ class CompletionsConsumer(JsonHttpConsumer):
         limit = (await get_gateway()).settings.max_body_bytes
         chunk = message.get("body", b"")
         self.size += len(chunk)
-        declared = _header(self.scope, b"content-length")
+        declared = header(self.scope, b"content-length")
         if self.size > limit or (
             declared and declared.isascii() and declared.isdigit() and int(declared) > limit
         ):
@@ -198,7 +199,7 @@ class CompletionsConsumer(JsonHttpConsumer):
                 raise refusal
             gw: Gateway = await get_gateway()
             key = await authenticate(gw, bearer(self.scope.get("headers", [])))
-            data = parse_json(raw, _header(self.scope, b"content-type"))
+            data = parse_json(raw, header(self.scope, b"content-type"))
             req = self.parse(data, key.token_limits(gw.settings))
             headers = self.scope.get("headers", [])
             completion = Completion(gw, key, req, CompletionSink(self), request_id, headers)
