@@ -14,7 +14,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='modelroute',
             name='endpoints',
-            field=models.CharField(blank=True, help_text="The API endpoints this backend serves the model on, comma-separated (chat, completions, embeddings, responses, messages, rerank, score). Blank: what its kind serves for a generation model (chat and completions; vLLM also responses and messages). An embedding or reranking model: 'embeddings,rerank,score' (vLLM serves rerank and score for both; a reranker has no embeddings).", max_length=128, validators=[tenants.models.backends.validate_endpoints]),
+            field=models.CharField(blank=True, help_text="The API endpoints this backend serves the model on, comma-separated (chat, completions, embeddings, responses, messages, rerank, score). Blank: what its kind serves for a generation model (chat and completions; vLLM also responses and messages). An embedding model: 'embeddings,rerank,score'; a reranker: 'rerank,score'.", max_length=128, validators=[tenants.models.backends.validate_endpoints]),
         ),
         migrations.AlterField(
             model_name='usagedaily',

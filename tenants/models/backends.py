@@ -129,8 +129,7 @@ class ModelRoute(models.Model):
         help_text="The API endpoints this backend serves the model on, comma-separated (chat, "
         "completions, embeddings, responses, messages, rerank, score). Blank: what its kind "
         "serves for a generation model (chat and completions; vLLM also responses and "
-        "messages). An embedding or reranking model: 'embeddings,rerank,score' (vLLM serves "
-        "rerank and score for both; a reranker has no embeddings).",
+        "messages). An embedding model: 'embeddings,rerank,score'; a reranker: 'rerank,score'.",
     )
     enabled = models.BooleanField(default=True)
 
