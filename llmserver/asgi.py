@@ -29,6 +29,7 @@ from llmserver.api.batches import (  # noqa: E402
     BatchesConsumer,
 )
 from llmserver.api.cors import with_cors  # noqa: E402
+from llmserver.api.count_tokens import CountTokensConsumer  # noqa: E402
 from llmserver.api.files import FileConsumer, FileContentConsumer, FilesConsumer  # noqa: E402
 from llmserver.api.http import (  # noqa: E402
     ChatCompletionsConsumer,
@@ -40,7 +41,9 @@ from llmserver.api.http import (  # noqa: E402
     ModelsConsumer,
     NotFoundConsumer,
     ReadyConsumer,
+    RerankConsumer,
     ResponsesConsumer,
+    ScoreConsumer,
     ServingConsumer,
     TextCompletionsConsumer,
 )
@@ -60,6 +63,9 @@ def build_application(conf: GatewaySettings) -> ProtocolTypeRouter:
         path("v1/embeddings", v1(EmbeddingsConsumer.as_asgi())),
         path("v1/responses", v1(ResponsesConsumer.as_asgi())),
         path("v1/messages", v1(MessagesConsumer.as_asgi())),
+        path("v1/messages/count_tokens", v1(CountTokensConsumer.as_asgi())),
+        path("v1/rerank", v1(RerankConsumer.as_asgi())),
+        path("v1/score", v1(ScoreConsumer.as_asgi())),
         path("v1/models", v1(ModelsConsumer.as_asgi())),
         path("v1/requests/<str:request_id>", v1(RequestStatusConsumer.as_asgi())),
         # The Batch API: files in, batches run on the batch band, files out.
@@ -72,6 +78,10 @@ def build_application(conf: GatewaySettings) -> ProtocolTypeRouter:
         # Model names may hold slashes ("meta-llama/Llama-3.1-8B").
         re_path(r"^v1/models/(?P<model>.+)$", v1(ModelConsumer.as_asgi())),
         re_path(r"^v1/", v1(NotFoundConsumer.as_asgi())),
+        # vLLM's own names for rerank and score (`pooling/scoring/api_router.py`).
+        path("rerank", v1(RerankConsumer.as_asgi())),
+        path("v2/rerank", v1(RerankConsumer.as_asgi())),
+        path("score", v1(ScoreConsumer.as_asgi())),
         path("metrics", MetricsConsumer.as_asgi()),
         path("health", ServingConsumer.as_asgi()),  # vLLM's health check, for load tools
         path("healthz", HealthConsumer.as_asgi()),

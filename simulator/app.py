@@ -3,7 +3,8 @@ one engine.
 
 Generation: POST /v1/chat/completions and /v1/completions (`simulator/protocol.py`),
 /v1/responses (`simulator/responses.py`) and /v1/messages (`simulator/messages.py`), streamed
-or not. Pooling: POST /v1/embeddings (`simulator/embeddings.py`). Always: POST /tokenize, GET
+or not. Pooling: POST /v1/embeddings (`simulator/embeddings.py`), /v1/rerank and /v1/score (with
+vLLM's other names for them, `simulator/scoring.py`). Always: POST /tokenize, GET
 /v1/models, /health and /metrics. Every generation and embedding runs in the engine, so it takes
 batch slots and counts in /metrics; while a request is in the engine, a watcher task waits for
 `http.disconnect` and aborts its sequences, so a client that goes away frees its slots at the
@@ -34,7 +35,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
-from simulator import embeddings, messages, responses
+from simulator import embeddings, messages, responses, scoring
 from simulator.engine import Engine, EngineConfig, Sequence
 from simulator.exposition import CONTENT_TYPE, build_registry, render
 from simulator.kv_events import KvEventPublisher, KvEventsConfig
@@ -116,6 +117,9 @@ class SimulatorApp:
             }
         if self.runner != "generate":
             post["/v1/embeddings"] = self._embeddings
+            # An embedding model serves scoring too (vLLM's names, `pooling/scoring/api_router.py`).
+            post |= dict.fromkeys(("/rerank", "/v1/rerank", "/v2/rerank"), self._rerank)
+            post |= dict.fromkeys(("/score", "/v1/score"), self._score)
         get = {"/health", "/metrics", "/v1/models"}
         if path in post:
             if method != "POST":
@@ -323,15 +327,38 @@ class SimulatorApp:
         except RequestError as exc:
             await _json(send, exc.status, exc.body())
             return
-        seqs = [self.engine.add(Sequence(list(p), 1, priority, pooling=True)) for p in req.prompts]
+        if await self._pool(receive, req.prompts, priority):
+            content_type, headers, payload = embeddings.respond(req, self.model)
+            await _respond(send, 200, payload, content_type, headers)
+
+    async def _rerank(self, receive: Receive, send: Send) -> None:
+        await self._scoring(receive, send, rerank=True)
+
+    async def _score(self, receive: Receive, send: Send) -> None:
+        await self._scoring(receive, send, rerank=False)
+
+    async def _scoring(self, receive: Receive, send: Send, rerank: bool) -> None:
+        body = await _read_body(receive)
+        if body is None:
+            return
+        try:
+            req = scoring.parse(body, self.spec, rerank)
+            priority = self._priority(req.priority)
+        except RequestError as exc:
+            await _json(send, exc.status, exc.body())
+            return
+        if await self._pool(receive, scoring.prompts(req), priority):
+            await _json(send, 200, scoring.respond(req, self.model))
+
+    async def _pool(self, receive: Receive, prompts: list[list[str]], priority: int) -> bool:
+        """Each prompt a pooling request in the engine (a prefill step, nothing generated);
+        False if the client left first (they are aborted)."""
+        seqs = [self.engine.add(Sequence(list(p), 1, priority, pooling=True)) for p in prompts]
         watcher = asyncio.create_task(self._abort_on_disconnect(receive, seqs))
         try:
             async for _ in _tokens(seqs):
                 pass
-            if any(seq.finish_reason == "abort" for seq in seqs):
-                return
-            content_type, headers, payload = embeddings.respond(req, self.model)
-            await _respond(send, 200, payload, content_type, headers)
+            return not any(seq.finish_reason == "abort" for seq in seqs)
         finally:
             watcher.cancel()
             for seq in seqs:

@@ -13,6 +13,13 @@ class Endpoint(StrEnum):
     EMBEDDINGS = "embeddings"  # POST /v1/embeddings
     RESPONSES = "responses"  # POST /v1/responses
     MESSAGES = "messages"  # POST /v1/messages (Anthropic's API)
+    RERANK = "rerank"  # POST /v1/rerank (also /rerank, /v2/rerank: vLLM's names for it)
+    SCORE = "score"  # POST /v1/score (also /score)
+
+
+# The endpoints of a pooling model: they generate nothing, are billed by their input tokens and
+# answer in one body (nothing reaches the client before it, so a pause restarts them).
+POOLING = frozenset({Endpoint.EMBEDDINGS, Endpoint.RERANK, Endpoint.SCORE})
 
 
 def parse_endpoints(text: str) -> frozenset[Endpoint]:

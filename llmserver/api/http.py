@@ -36,6 +36,7 @@ from llmserver.wire.errors import (
     too_large,
     unknown_endpoint,
 )
+from llmserver.wire.scoring import validate_rerank, validate_score
 from llmserver.wire.sse import frame
 from llmserver.wire.validation import CompletionRequest, TokenLimits, parse_json, validate
 
@@ -48,7 +49,8 @@ SSE = [
 ]
 
 
-def _header(scope: Mapping[str, Any], name: bytes) -> str | None:
+def header(scope: Mapping[str, Any], name: bytes) -> str | None:
+    """A request header's value, or None; shared with the consumers of other modules."""
     for key, value in scope.get("headers", []):
         if key.lower() == name:
             return bytes(value).decode("latin-1")
@@ -158,7 +160,7 @@ class CompletionsConsumer(JsonHttpConsumer):
         limit = (await get_gateway()).settings.max_body_bytes
         chunk = message.get("body", b"")
         self.size += len(chunk)
-        declared = _header(self.scope, b"content-length")
+        declared = header(self.scope, b"content-length")
         if self.size > limit or (
             declared and declared.isascii() and declared.isdigit() and int(declared) > limit
         ):
@@ -198,7 +200,7 @@ class CompletionsConsumer(JsonHttpConsumer):
                 raise refusal
             gw: Gateway = await get_gateway()
             key = await authenticate(gw, bearer(self.scope.get("headers", [])))
-            data = parse_json(raw, _header(self.scope, b"content-type"))
+            data = parse_json(raw, header(self.scope, b"content-type"))
             req = self.parse(data, key.token_limits(gw.settings))
             headers = self.scope.get("headers", [])
             completion = Completion(gw, key, req, CompletionSink(self), request_id, headers)
@@ -231,6 +233,25 @@ class EmbeddingsConsumer(CompletionsConsumer):
     """POST /v1/embeddings: queued, gated and billed as a completion is (by its input tokens)."""
 
     kind = "embeddings"
+
+
+class RerankConsumer(CompletionsConsumer):
+    """POST /v1/rerank (also /rerank and /v2/rerank, vLLM's names): a query against documents,
+    queued and billed by its input tokens as embeddings are."""
+
+    kind = "rerank"
+
+    def parse(self, data: dict[str, Any], limits: TokenLimits) -> CompletionRequest:
+        return validate_rerank(data)
+
+
+class ScoreConsumer(CompletionsConsumer):
+    """POST /v1/score (also /score): pairs of texts, queued and billed as embeddings are."""
+
+    kind = "score"
+
+    def parse(self, data: dict[str, Any], limits: TokenLimits) -> CompletionRequest:
+        return validate_score(data)
 
 
 class ResponsesConsumer(CompletionsConsumer):

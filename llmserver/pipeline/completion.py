@@ -25,7 +25,7 @@ from llmserver.runtime.usage import UsageDraft
 from llmserver.wire.errors import ApiError, shutting_down
 from llmserver.wire.validation import CompletionRequest
 from scheduling import Job, Principal, Ticket
-from tenants.endpoints import Endpoint
+from tenants.endpoints import POOLING
 from tenants.models import UsageStatus
 
 QUEUE_REPORT_SECONDS = 1.0
@@ -229,7 +229,7 @@ class Completion:
 
     def _observe_service_time(self) -> None:
         """A request that ended well teaches the wait estimate and the answer-length estimate."""
-        generates = self.req.kind != Endpoint.EMBEDDINGS
+        generates = self.req.kind not in POOLING
         if self.dispatched_at is not None and self.draft.status == UsageStatus.OK and generates:
             elapsed = time.monotonic() - self.dispatched_at
             self.gw.estimates.service_times.observe(self.req.model, elapsed)

@@ -41,6 +41,10 @@ PATHS = {
     Endpoint.EMBEDDINGS: "/v1/embeddings",
     Endpoint.RESPONSES: "/v1/responses",
     Endpoint.MESSAGES: "/v1/messages",
+    # vLLM serves these under /rerank and /score too (`pooling/scoring/api_router.py`; it logs
+    # a warning for each /v1/score); the /v1 forms are the ones other servers share.
+    Endpoint.RERANK: "/v1/rerank",
+    Endpoint.SCORE: "/v1/score",
 }
 
 

@@ -46,6 +46,9 @@ OPERATIONS = {
     Endpoint.EMBEDDINGS: "embeddings",
     Endpoint.RESPONSES: "chat",
     Endpoint.MESSAGES: "chat",
+    # No well-known operation names these two; the conventions allow a system's own.
+    Endpoint.RERANK: "rerank",
+    Endpoint.SCORE: "score",
 }
 _TRACE_HEADERS = (b"traceparent", b"tracestate")
 # The request's maximum answer as each API names it.

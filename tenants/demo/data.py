@@ -8,7 +8,8 @@ from decimal import Decimal
 from tenants.models import AppType, Backend, Band, CostRule, ModelRoute, Tenant, Tier
 
 DEMO_MODEL = "demo-llama"
-# The simulator serves embeddings too (vLLM serves them from a pooling model of its own).
+# The simulator serves embeddings, rerank and score too (vLLM serves them from a pooling model
+# of its own).
 DEMO_EMBEDDING_MODEL = "demo-embed"
 DEMO_KEY_NAME = "demo"
 TIERS = {
@@ -82,6 +83,6 @@ def load_demo(simulator_url: str) -> tuple[Tenant, dict[str, Tier]]:
     ModelRoute.objects.update_or_create(
         public_name=DEMO_EMBEDDING_MODEL,
         backend=backend,
-        defaults={"upstream_model": DEMO_MODEL, "endpoints": "embeddings"},
+        defaults={"upstream_model": DEMO_MODEL, "endpoints": "embeddings,rerank,score"},
     )
     return tenant, tiers

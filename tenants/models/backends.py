@@ -127,9 +127,9 @@ class ModelRoute(models.Model):
         blank=True,
         validators=[validate_endpoints],
         help_text="The API endpoints this backend serves the model on, comma-separated (chat, "
-        "completions, embeddings, responses, messages). Blank: what its kind serves for a "
-        "generation model (chat and completions; vLLM also responses and messages). An "
-        "embedding model: 'embeddings'.",
+        "completions, embeddings, responses, messages, rerank, score). Blank: what its kind "
+        "serves for a generation model (chat and completions; vLLM also responses and "
+        "messages). An embedding model: 'embeddings,rerank,score'; a reranker: 'rerank,score'.",
     )
     enabled = models.BooleanField(default=True)
 

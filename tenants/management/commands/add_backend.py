@@ -51,7 +51,8 @@ class Command(BaseCommand):
             "--endpoints",
             default="",
             help="The endpoints the server serves the --model routes on, comma-separated "
-            "(chat, completions, embeddings, responses, messages); default: its kind's.",
+            "(chat, completions, embeddings, responses, messages, rerank, score); "
+            "default: its kind's.",
         )
         parser.add_argument(
             "--priority-scheduling",
