@@ -112,7 +112,8 @@ def named(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\n".encode() + sse(data)
 
 
-# Each a whole answer of two tokens, as vLLM streams it (simulator/responses.py, messages.py).
+# Each a whole answer of two tokens: the events vLLM sends, cut to the fields the relay reads
+# (the simulator's simulator/responses.py and messages.py send them whole).
 NAMED_STREAMS = {
     Endpoint.RESPONSES: [
         named("response.created", {"type": "response.created", "response": {"id": "resp_1"}}),
