@@ -15,7 +15,16 @@ from django.utils import timezone
 
 from llmserver.process import current_batch_runner, get_gateway, reset_gateway
 from scheduling import BATCH
-from tenants.models import ApiKey, AppType, Band, Batch, Tenant, Tier, UsageRecord
+from tenants.models import (
+    ApiKey,
+    AppType,
+    Band,
+    Batch,
+    QuotaRule,
+    Tenant,
+    Tier,
+    UsageRecord,
+)
 from tests.api.batch_helpers import (
     call_json,
     chat_line,
@@ -320,6 +329,34 @@ async def test_a_line_refused_by_the_budget_fails_with_its_error(gateway, world)
     [line] = await content_lines(world["alice"], done["error_file_id"])
     assert line["custom_id"] == "a" and line["response"]["status_code"] == 429
     assert line["response"]["body"]["error"]["code"] == "budget_exceeded"
+
+
+async def test_a_line_refused_by_the_quota_fails_with_its_error(gateway, world):
+    tenant = world["tenant"]
+    await sync_to_async(QuotaRule.objects.create)(
+        tenant=tenant, window="day", metric="requests", limit=1
+    )
+    now = timezone.now()
+    await sync_to_async(UsageRecord.objects.create)(
+        request_id="earlier-today",
+        tenant=tenant,
+        user="alice",
+        model=MODEL,
+        band=0,
+        queued_at=now,
+        finished_at=now,
+        status="ok",
+    )
+    await gateway.reload_once()
+    gateway.keys.clear()
+    done = await wait_batch(
+        world["alice"], (await create_batch(world["alice"], [chat_line("a")]))["id"]
+    )
+    assert done["status"] == "completed" and done["output_file_id"] is None
+    assert done["request_counts"] == {"total": 1, "completed": 0, "failed": 1}
+    [line] = await content_lines(world["alice"], done["error_file_id"])
+    assert line["custom_id"] == "a" and line["response"]["status_code"] == 429
+    assert line["response"]["body"]["error"]["code"] == "quota_exceeded"
 
 
 async def test_a_batch_past_its_window_expires_with_each_line_batch_expired(gateway, world):

@@ -1,5 +1,6 @@
 """The relay gives up its slot only where that harms nobody: never once the answer has ended
-(its finish reason or usage has arrived), since a continuation would then ask for more."""
+(its finish reason or usage has arrived), since a continuation would then ask for more, and never
+once a Responses or Messages stream has begun, since nothing continues such an answer."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from llmserver.backends.kinds import profile
 from llmserver.pipeline.relay import Relay
 from llmserver.pipeline.resume import Preempted
 from llmserver.wire.validation import CompletionRequest
+from tenants.endpoints import Endpoint
 
 
 class Evicted:
@@ -33,6 +35,7 @@ class Sink:
 
     def __init__(self) -> None:
         self.events: list[bytes] = []
+        self.names: list[bytes | None] = []
 
     async def start(self, status: int, headers: dict[str, str], stream: bool) -> None:
         return None
@@ -40,8 +43,9 @@ class Sink:
     async def queued(self, request_id: str, position: int, eta_s: float) -> None:
         return None
 
-    async def event(self, payload: bytes) -> None:
+    async def event(self, payload: bytes, name: bytes | None = None) -> None:
         self.events.append(payload)
+        self.names.append(name)
 
     async def body(self, payload: bytes) -> None:
         return None
@@ -72,10 +76,10 @@ class Upstream:
         yield b"data: [DONE]\n\n"
 
 
-def request() -> CompletionRequest:
+def request(kind: Endpoint = Endpoint.CHAT) -> CompletionRequest:
     body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
     return CompletionRequest(
-        kind="chat",
+        kind=kind,
         model="m",
         stream=True,
         include_usage=False,
@@ -102,3 +106,50 @@ async def test_a_stream_before_its_first_token_gives_up_its_slot():
     relay = Relay(Sink(), request(), dict, "chatcmpl-2")
     with pytest.raises(Preempted):
         await relay.forward(Silent(), "m", 0, Evicted(), can_resume=False)  # type: ignore[arg-type]
+
+
+def named(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\n".encode() + sse(data)
+
+
+# Each a whole answer of two tokens: the events vLLM sends, cut to the fields the relay reads
+# (the simulator's simulator/responses.py and messages.py send them whole).
+NAMED_STREAMS = {
+    Endpoint.RESPONSES: [
+        named("response.created", {"type": "response.created", "response": {"id": "resp_1"}}),
+        named("response.output_text.delta", {"type": "response.output_text.delta", "delta": "a"}),
+        named("response.output_text.delta", {"type": "response.output_text.delta", "delta": "b"}),
+        named(
+            "response.completed",
+            {
+                "type": "response.completed",
+                "response": {"id": "resp_1", "usage": {"input_tokens": 3, "output_tokens": 2}},
+            },
+        ),
+    ],
+    Endpoint.MESSAGES: [
+        named(
+            "message_start",
+            {"type": "message_start", "message": {"id": "msg_1", "usage": {"input_tokens": 3}}},
+        ),
+        named("content_block_delta", {"type": "content_block_delta", "delta": {"text": "a"}}),
+        named("content_block_delta", {"type": "content_block_delta", "delta": {"text": "b"}}),
+        named("message_delta", {"type": "message_delta", "usage": {"output_tokens": 2}}),
+        named("message_stop", {"type": "message_stop"}),
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", list(NAMED_STREAMS))
+async def test_a_begun_named_event_stream_declines_the_eviction_and_ends_whole(kind):
+    class Named(Upstream):
+        async def stream_chat(self, path: str, body: dict[str, Any], **kw: Any):
+            for event in NAMED_STREAMS[kind]:
+                yield event
+
+    sink, ticket = Sink(), Evicted()
+    relay = Relay(sink, request(kind), dict, "req-1")
+    await relay.forward(Named(), "m", 0, ticket, can_resume=True)  # type: ignore[arg-type]
+    assert ticket.declined == len(NAMED_STREAMS[kind]) - 1  # after each event but the last
+    assert sink.names[-1] in (b"response.completed", b"message_stop")
+    assert relay.completion_tokens == 2

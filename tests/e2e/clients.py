@@ -99,3 +99,33 @@ def usage_rows(gateway: GatewayProcess) -> dict[str, tuple[str, int, str]]:
     )
     rows = json.loads(gateway.manage("shell", "-c", script).strip().splitlines()[-1])
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def endpoints_since(gateway: GatewayProcess, before: set[str], count: int = 1) -> list[str]:
+    """The endpoints of the usage rows written since `before` (request ids), oldest first, once
+    `count` of them are there (or after 10 s)."""
+    script = (
+        "import json; from tenants.models import UsageRecord; print(json.dumps(list("
+        "UsageRecord.objects.order_by('queued_at').values_list('request_id', 'endpoint'))))"
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        out = gateway.manage("shell", "-c", script).strip().splitlines()[-1]
+        rows = [r for r in json.loads(out) if r[0] not in before]
+        if len(rows) >= count or time.monotonic() > deadline:
+            return [r[1] for r in rows]
+        time.sleep(0.2)
+
+
+def usage_field(gateway: GatewayProcess, request_id: str, name: str) -> Any:
+    """One field of a request's usage row, once the row is written (or after 10 s: None)."""
+    script = (
+        "import json; from tenants.models import UsageRecord; print(json.dumps(list("
+        f"UsageRecord.objects.filter(request_id={request_id!r}).values_list({name!r}, flat=True))))"
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        values = json.loads(gateway.manage("shell", "-c", script).strip().splitlines()[-1])
+        if values or time.monotonic() > deadline:
+            return values[0] if values else None
+        time.sleep(0.2)

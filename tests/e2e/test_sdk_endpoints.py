@@ -4,14 +4,11 @@
 
 from __future__ import annotations
 
-import json
-import time
-
 import anthropic
 import pytest
 
 from llmserver.testing.processes import GatewayProcess
-from tests.e2e.clients import usage_rows
+from tests.e2e.clients import endpoints_since, usage_rows
 
 pytestmark = pytest.mark.e2e
 MODEL = "demo-llama"
@@ -86,15 +83,4 @@ def test_each_endpoints_calls_are_billed_under_their_endpoint(client, claude, e2
     before = set(usage_rows(e2e_gateway))
     client.embeddings.create(model=EMBEDDER, input="one")
     claude.messages.create(model=MODEL, max_tokens=2, messages=[{"role": "user", "content": "x"}])
-    script = (
-        "import json; from tenants.models import UsageRecord; print(json.dumps(list("
-        "UsageRecord.objects.order_by('queued_at').values_list('request_id', 'endpoint'))))"
-    )
-    deadline = time.monotonic() + 10
-    while True:
-        out = e2e_gateway.manage("shell", "-c", script).strip().splitlines()[-1]
-        rows = [r for r in json.loads(out) if r[0] not in before]
-        if len(rows) == 2 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert [r[1] for r in rows] == ["embeddings", "messages"]
+    assert endpoints_since(e2e_gateway, before, 2) == ["embeddings", "messages"]

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from tenants.models import ApiKey
-from tests.reports.usage_data import load
+from tests.reports.usage_data import at, load, record
 
 RANGE = {"start": "2025-03-01", "end": "2025-03-03"}
 
@@ -44,6 +44,39 @@ def test_it_groups_by_model(data: Any) -> None:
         ("llama", 6000, "0.01200000"),
         ("mistral", 6000, "0.00400000"),
     ]
+
+
+def test_it_groups_by_endpoint(data: Any) -> None:
+    # e1 at the `*` price (0.5 in, 1 out per million), e2 at llama's from 03-02 (3/6).
+    record(
+        "e1",
+        data.acme,
+        "bob",
+        "mistral",
+        at(3, 2, 10),
+        2000,
+        0,
+        api_key=data.bob,
+        endpoint="embeddings",
+    )
+    record(
+        "e2",
+        data.acme,
+        "alice",
+        "llama",
+        at(3, 3, 10),
+        1000,
+        1000,
+        api_key=data.alice,
+        endpoint="responses",
+    )
+    body = get(data.alice_key, "/api/v1/usage", group_by="endpoint", **RANGE).json()
+    assert [(r["endpoint"], r["requests"], r["total_tokens"], r["cost"]) for r in body["data"]] == [
+        ("chat", 6, 12000, "0.01600000"),
+        ("embeddings", 1, 2000, "0.00100000"),
+        ("responses", 1, 2000, "0.00900000"),
+    ]
+    assert (body["group_by"], body["totals"]["requests"]) == ("endpoint", 8)
 
 
 def test_it_filters_by_user_and_model(data: Any) -> None:
