@@ -21,7 +21,8 @@ from llmserver.api.http import MessagesConsumer, header
 from llmserver.backends.upstream import BackendError
 from llmserver.pipeline.admission import check_rates
 from llmserver.pipeline.dispatch import as_api_error
-from llmserver.runtime.gateway import Gateway, get_gateway
+from llmserver.process import get_gateway
+from llmserver.runtime.gateway import Gateway
 from llmserver.wire.errors import (
     ApiError,
     endpoint_not_served,
