@@ -40,6 +40,7 @@ UNAUTHORIZED = 4401
 
 class SocketSink:
     needs_start = False
+    embeds_events = True
 
     def __init__(self, consumer: CompletionSocketConsumer, request_id: str) -> None:
         self.consumer, self.id = consumer, json.dumps(request_id)

@@ -30,6 +30,7 @@ class Evicted:
 
 class Sink:
     needs_start = True
+    embeds_events = False
 
     def __init__(self) -> None:
         self.events: list[bytes] = []
