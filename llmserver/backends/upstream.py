@@ -441,6 +441,8 @@ class UpstreamClient:
         return self._failed(request_id, "no first byte", error)
 
     async def aclose(self) -> None:
+        if self._probe is not None and not self._probe.done():
+            self._probe.cancel()
         await self.http.aclose()
         for session in (self._pooled, self._fresh):
             if session is not None:
