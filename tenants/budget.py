@@ -3,15 +3,16 @@ budget.
 
 `budget_state` runs on the request path, so the month's spend is cached in-process for a few
 seconds per tenant; the budget itself and the tier's policy are read from the objects passed in,
-so an operator raising a budget takes effect at once. A tenant may overshoot by the traffic of
-those few seconds plus the usage writer's batch delay: a bounded, documented slack.
+so an operator raising a budget takes effect at once. What a cached spend cannot know yet is
+added by the caller: requests admitted and not yet recorded (`pending`), and rows other
+processes wrote since it was read (`written`, from the shared reservations).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -50,24 +51,39 @@ def month_spend(tenant_id: int, now: datetime, key_id: int | None = None) -> Dec
 
 
 class SpendCache:
-    """A tiny per-process cache of month spend, keyed by tenant, key (None: all) and month."""
+    """A tiny per-process cache of month spend, keyed by tenant, key (None: all) and month.
+    Each value remembers when (wall clock) it was read from the database, so rows written by
+    other processes since can be added to it (`standing`'s `written`)."""
 
-    def __init__(self, ttl: float = CACHE_SECONDS, clock: Callable[[], float] = time.monotonic):
-        self.ttl, self.clock = ttl, clock
-        self._entries: dict[tuple[int, int | None, datetime], tuple[float, Decimal]] = {}
+    def __init__(
+        self,
+        ttl: float = CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ):
+        self.ttl, self.clock, self.wall = ttl, clock, wall
+        self._entries: dict[tuple[int, int | None, datetime], tuple[float, Decimal, float]] = {}
         self._lock = threading.Lock()
 
     def spent(self, tenant_id: int, now: datetime, key_id: int | None = None) -> Decimal:
+        return self.read(tenant_id, now, key_id)[0]
+
+    def read(
+        self, tenant_id: int, now: datetime, key_id: int | None = None
+    ) -> tuple[Decimal, float]:
+        """The month's spend, and the wall-clock time it was read from the database (taken
+        before the query: a row committed during it may be counted twice, never missed)."""
         key = (tenant_id, key_id, window_start(Window.MONTH, now))
         at = self.clock()
         with self._lock:
             hit = self._entries.get(key)
         if hit is not None and at - hit[0] < self.ttl:
-            return hit[1]
+            return hit[1], hit[2]
+        read_at = self.wall()
         value = month_spend(tenant_id, now, key_id)
         with self._lock:
-            self._entries[key] = (at, value)
-        return value
+            self._entries[key] = (at, value, read_at)
+        return value, read_at
 
     def add(self, tenant_id: int, key_id: int | None, at: datetime, cost: Decimal) -> None:
         """A row this process has just written: cached totals of its month take it at once, so
@@ -78,7 +94,7 @@ class SpendCache:
             for key in keys:
                 hit = self._entries.get(key)
                 if hit is not None:
-                    self._entries[key] = (hit[0], hit[1] + cost)
+                    self._entries[key] = (hit[0], hit[1] + cost, hit[2])
 
     def clear(self) -> None:
         with self._lock:
@@ -104,11 +120,15 @@ def standing(
     now: datetime,
     key_id: int | None = None,
     pending: Decimal = Decimal(0),
+    written: Iterable[tuple[float, Decimal]] = (),
 ) -> BudgetState:
     """`budget_state` from plain values, for the request path (which holds them cached); with
     `key_id`, one key's spend against that key's own budget. `pending` is what requests
-    admitted and not yet recorded may cost: counted as spent, so a burst cannot overshoot."""
-    spent = cache.spent(tenant_id, now, key_id) + pending
+    admitted and not yet recorded may cost: counted as spent, so a burst cannot overshoot.
+    `written` is (when, cost) of rows other processes wrote lately: counted unless the cached
+    spend was read after, so another process's cache cannot hide them for its few seconds."""
+    recorded, read_at = cache.read(tenant_id, now, key_id)
+    spent = recorded + pending + sum((c for at, c in written if at >= read_at), Decimal(0))
     exceeded = budget is not None and spent >= budget
     action = policy if exceeded else "allow"
     return BudgetState(

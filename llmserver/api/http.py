@@ -113,6 +113,7 @@ class CompletionSink:
     """Writes a completion to the HTTP response: SSE events, or one JSON body."""
 
     needs_start = True
+    embeds_events = False
 
     def __init__(self, consumer: AsyncHttpConsumer) -> None:
         self.consumer = consumer

@@ -4,14 +4,19 @@ The client sends `{"type": "request", "id": ..., "endpoint": "chat"|"completions
 and receives `chunk` messages (the OpenAI chunk as `data`), then `done`; or one `response`; or an
 `error`. `{"type": "cancel", "id": ...}` or closing the socket cancels. Several requests may run
 on one socket, in sequence or at once. The key comes from the Authorization header or, for
-browsers that cannot set headers, the `api_key` query parameter.
+browsers that cannot set headers, the `api_key` query parameter. A socket whose key is revoked,
+deleted or expired is closed with code 4401 within about `KEY_RECHECK_SECONDS` of the change
+reaching this process (at once from this process's admin, within the configuration watch's
+interval from any other), even while idle; its requests under way are cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qs
@@ -22,15 +27,21 @@ from llmserver.api.auth import authenticate, bearer
 from llmserver.pipeline.completion import Completion, new_request_id
 from llmserver.process import get_gateway
 from llmserver.runtime.gateway import Gateway
+from llmserver.runtime.keys import KeyInfo
 from llmserver.wire.errors import ApiError, internal_error, invalid
 from llmserver.wire.validation import validate
 
 log = logging.getLogger(__name__)
 MAX_OPEN_REQUESTS = 8
+# How often an open socket looks whether its key may have changed: an integer compared while
+# nothing changed, the key resolved again (through the cache) when the configuration did.
+KEY_RECHECK_SECONDS = 1.0
+UNAUTHORIZED = 4401
 
 
 class SocketSink:
     needs_start = False
+    embeds_events = True
 
     def __init__(self, consumer: CompletionSocketConsumer, request_id: str) -> None:
         self.consumer, self.id = consumer, json.dumps(request_id)
@@ -86,16 +97,45 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             query = parse_qs(self.scope.get("query_string", b"").decode())
             secret = next(iter(query.get("api_key", [])), None)
         self.secret = secret
+        self.watch: asyncio.Task[None] | None = None
         try:
-            await authenticate(self.gw, secret)
+            key = await authenticate(self.gw, secret)
         except ApiError:
-            await self.close(code=4401)
+            await self.close(code=UNAUTHORIZED)
             return
         await self.accept()
+        self.watch = asyncio.ensure_future(self._watch_key(key))
 
     async def disconnect(self, code: int) -> None:
+        watch = getattr(self, "watch", None)
+        if watch is not None:
+            watch.cancel()
         for task in list(getattr(self, "tasks", {}).values()):
             task.cancel()
+
+    async def _watch_key(self, key: KeyInfo) -> None:
+        """Close the socket once its key no longer authenticates: looked at again whenever the
+        key cache was cleared (revocation, deletion, any configuration change) or the key's
+        expiry passed."""
+        seen = self.gw.keys.generation
+        while True:
+            await asyncio.sleep(KEY_RECHECK_SECONDS)
+            expired = key.expires_at is not None and key.expires_at.timestamp() <= time.time()
+            generation = self.gw.keys.generation
+            if generation == seen and not expired:
+                continue
+            try:
+                key = await authenticate(self.gw, self.secret)
+            except ApiError:
+                for task in list(self.tasks.values()):
+                    task.cancel()
+                with contextlib.suppress(Exception):
+                    await self.close(code=UNAUTHORIZED)
+                return
+            except Exception:
+                log.warning("rechecking a socket's key failed; will retry", exc_info=True)
+                continue
+            seen = generation
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
@@ -150,7 +190,7 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
         except ApiError as exc:
             await self._error(request_id, exc)
             if exc.status == 401:
-                await self.close(code=4401)
+                await self.close(code=UNAUTHORIZED)
         except asyncio.CancelledError:
             if message.get("type") == "request":
                 await self._send_quietly({"type": "cancelled", "id": request_id})

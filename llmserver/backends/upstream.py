@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -33,6 +33,10 @@ import httpx
 from llmserver.backends.kinds import profile
 
 log = logging.getLogger(__name__)
+
+# The paths whose whole answers are generated, and so may wait on a hung engine (`_unless_hung`);
+# "/chat/completions" ends so too.
+_GENERATING_PATHS = "/completions"
 
 # How many connections `http` (the control plane: scrapes, probes) keeps; one poller uses one.
 _CONTROL_CONNECTIONS = 4
@@ -132,7 +136,8 @@ class UpstreamClient:
         self.max_connections = max_connections
         self.keepalive_expiry = keepalive_expiry
         # A stream's first event: a backend that accepts requests but produces nothing (a hung
-        # engine behind a live HTTP server) is found in this long, not the read timeout.
+        # engine behind a live HTTP server) is found in this long, not the read timeout; a
+        # whole answer's engine is asked for one (`_unless_hung`) as often.
         self.first_byte_timeout = first_byte_timeout
         self._headers = {"content-type": "application/json"}
         if api_key:
@@ -161,6 +166,9 @@ class UpstreamClient:
         self._active = 0
         self._retired = False
         self._closing: asyncio.Task[None] | None = None
+        # Whether a hung engine keeps a whole (non-streamed) answer waiting (`_answers`).
+        self._probe: asyncio.Task[bool] | None = None
+        self._answered_at: float | None = None
 
     def sessions(self) -> tuple[aiohttp.ClientSession, aiohttp.ClientSession]:
         """The pooled session, and the retry's own that keeps no idle connection (so a retry
@@ -274,7 +282,67 @@ class UpstreamClient:
         headers: Mapping[str, str] | None = None,
     ) -> tuple[int, dict[str, Any]]:
         with self._in_use():
-            return await self._complete(path, body, priority, request_id, headers)
+            call = self._complete(path, body, priority, request_id, headers)
+            if not path.endswith(_GENERATING_PATHS):
+                return await call
+            return await self._unless_hung(call, path, body, request_id)
+
+    async def _unless_hung(
+        self,
+        call: Awaitable[tuple[int, dict[str, Any]]],
+        path: str,
+        body: dict[str, Any],
+        request_id: str | None,
+    ) -> tuple[int, dict[str, Any]]:
+        """A whole answer's first byte is its last, so past `first_byte_timeout` a long
+        generation and a hung engine look alike: each `first_byte_timeout` without the answer,
+        the engine is asked for a one-token stream (`_answers`). One that sends nothing to that
+        either is hung: the request is given up, as a stream's would be, and its connection
+        closed (the engine aborts it if it ever wakes)."""
+        task = asyncio.ensure_future(call)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.first_byte_timeout)
+                if done:
+                    return task.result()
+                if not await self._answers(path, body, request_id):
+                    raise self._hung(request_id)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+
+    async def _answers(self, path: str, body: dict[str, Any], request_id: str | None) -> bool:
+        """Whether the engine sent a byte of a one-token stream within `first_byte_timeout`,
+        asked at most once at a time, and not again within `first_byte_timeout` of an answer
+        (every request waiting on this backend shares it)."""
+        loop = asyncio.get_running_loop()
+        if (
+            self._answered_at is not None
+            and loop.time() - self._answered_at < self.first_byte_timeout
+        ):
+            return True
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._probe_once(path, body, request_id))
+        return await asyncio.shield(self._probe)
+
+    async def _probe_once(self, path: str, body: dict[str, Any], request_id: str | None) -> bool:
+        probe: dict[str, Any] = {"model": body.get("model"), "max_tokens": 1, "stream": True}
+        if "messages" in body:
+            probe["messages"] = [{"role": "user", "content": "."}]
+        else:
+            probe["prompt"] = "."
+        try:
+            async with asyncio.timeout(self.first_byte_timeout):
+                response = await self._open(path, probe, request_id)
+                try:
+                    await response.content.readany()
+                finally:
+                    response.close()  # its first byte is the answer; the engine aborts the rest
+        except (TimeoutError, BackendError, aiohttp.ClientError):
+            return False
+        self._answered_at = asyncio.get_running_loop().time()
+        return True
 
     async def _complete(
         self,
@@ -373,6 +441,8 @@ class UpstreamClient:
         return self._failed(request_id, "no first byte", error)
 
     async def aclose(self) -> None:
+        if self._probe is not None and not self._probe.done():
+            self._probe.cancel()
         await self.http.aclose()
         for session in (self._pooled, self._fresh):
             if session is not None:

@@ -47,6 +47,7 @@ class KeepingSink:
     """A `Sink` that keeps a whole (non-streamed) answer; a batch line is never streamed."""
 
     needs_start = True
+    embeds_events = False
 
     def __init__(self) -> None:
         self.status = 0

@@ -17,7 +17,13 @@ from redis.exceptions import RedisError
 from llmserver.runtime.db import run_db
 from llmserver.runtime.keys import KeyInfo
 from llmserver.runtime.ratelimit import SlidingWindow, WindowState
-from llmserver.runtime.reservations import Reservation, Reservations, held_cost, pending
+from llmserver.runtime.reservations import (
+    Reservation,
+    Reservations,
+    Written,
+    held_cost,
+    pending,
+)
 from llmserver.wire.errors import (
     ApiError,
     endpoint_not_served,
@@ -97,7 +103,9 @@ async def _check_and_hold(
 ) -> LimitVerdict:
     async with reservations.guard(key.tenant_id):
         held = await reservations.of_tenant(key.tenant_id)
-        verdict = await run_db(check_limits, key, req.model, held)
+        budgeted = key.monthly_budget is not None or key.key_budget is not None
+        written = await reservations.written_lately(key.tenant_id) if budgeted else ()
+        verdict = await run_db(check_limits, key, req.model, held, written)
         if verdict.refusal is not None:
             raise verdict.refusal
         price_in, price_out = prices.get(req.model, (0.0, 0.0))
@@ -182,9 +190,15 @@ def _duration(seconds: float) -> str:
     return f"{int(minutes)}m{rest:.3g}s" if minutes else f"{rest:.3g}s"
 
 
-def check_limits(key: KeyInfo, model: str, held: tuple[Reservation, ...] = ()) -> LimitVerdict:
+def check_limits(
+    key: KeyInfo,
+    model: str,
+    held: tuple[Reservation, ...] = (),
+    written: tuple[Written, ...] = (),
+) -> LimitVerdict:
     """The tenant's budget, the key's own, then quota; runs in a worker thread (it reads usage
-    from the database)."""
+    from the database). `held` are the tenant's requests admitted and not yet recorded, by any
+    process; `written` what other processes recorded lately (`Reservations.written_lately`)."""
     now = timezone.now()
     demote = False
     budgets = (
@@ -195,7 +209,8 @@ def check_limits(key: KeyInfo, model: str, held: tuple[Reservation, ...] = ()) -
         if budget is None:
             continue
         admitted = held_cost(held, key_id)
-        state = standing(key.tenant_id, budget, key.over_budget, now, key_id, admitted)
+        lately = [(w.at, w.cost) for w in written if key_id is None or w.key_id == key_id]
+        state = standing(key.tenant_id, budget, key.over_budget, now, key_id, admitted, lately)
         if state.exceeded and state.action != OverBudget.DEMOTE:
             retry = (state.month_end - now).total_seconds()
             return LimitVerdict(rate_limited(message, retry, "budget_exceeded"))

@@ -100,9 +100,12 @@ _FINISHED = re.compile(rb'"finish_reason": ?"')
 
 class Sink(Protocol):
     """Where a completion goes: an HTTP response or a WebSocket. `needs_start` says whether it
-    must `start()` (send headers) before it can tell the client anything, such as `queued`."""
+    must `start()` (send headers) before it can tell the client anything, such as `queued`;
+    `embeds_events` whether it writes each event inside JSON of its own (a WebSocket's frame),
+    which one malformed event would break: each is then parsed before it goes out."""
 
     needs_start: bool
+    embeds_events: bool
 
     async def start(self, status: int, headers: dict[str, str], stream: bool) -> None: ...
     async def queued(self, request_id: str, position: int, eta_s: float) -> None: ...
@@ -325,12 +328,16 @@ class Relay:
         await self.sink.event(payload, name or None)
 
     def _check_object(self, payload: bytes) -> None:
-        """Checked by its ends, not parsed: a chunk is relayed without parsing (the hot path);
-        garbage, a truncated object or an HTML page are not passed on."""
+        """Checked by its ends, not parsed, on its way to an SSE stream (the hot path, which
+        relays each chunk as it came): garbage, a truncated object or an HTML page are not passed
+        on. Parsed whole for a sink that embeds it (`embeds_events`): `{x}` there would make
+        the client's frame itself unreadable."""
         body = payload.strip()
-        if body[:1] != b"{" or body[-1:] != b"}":
-            message = "The backend sent an event that is not a JSON object."
-            raise BackendError(message, retryable=not self.started)
+        whole = body[:1] == b"{" and body[-1:] == b"}"
+        if whole and (not self.sink.embeds_events or _parses(body)):
+            return
+        message = "The backend sent an event that is not a JSON object."
+        raise BackendError(message, retryable=not self.started)
 
     async def _relay_event(self, payload: bytes, rename: tuple[bytes, bytes] | None) -> None:
         if payload == DONE:
@@ -476,3 +483,11 @@ def upstream_body(
     if req.stream and req.kind in (Endpoint.CHAT, Endpoint.COMPLETIONS):
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return body
+
+
+def _parses(body: bytes) -> bool:
+    try:
+        json.loads(body)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return False
+    return True

@@ -112,6 +112,9 @@ class KeyCache:
         self._clock = clock
         self._max = max_entries
         self._entries: OrderedDict[bytes, tuple[float, KeyInfo | None]] = OrderedDict()
+        # Moves at every `clear` (any configuration change, from any thread): a holder of a key
+        # resolved earlier (an open WebSocket) resolves it again when this moved.
+        self.generation = 0
 
     async def resolve(self, secret: str) -> KeyInfo | None:
         now = self._clock()
@@ -142,3 +145,4 @@ class KeyCache:
 
     def clear(self) -> None:
         self._entries.clear()
+        self.generation += 1

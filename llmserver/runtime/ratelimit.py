@@ -53,25 +53,35 @@ def _reset(entries: list[tuple[float, int]], need: int, now: float, window: floa
 
 class InProcessWindow:
     """The window in this process's memory; an asyncio lock makes check-and-take one step.
-    Once a window, the logs of keys not seen within it are dropped, so idle keys cost nothing."""
+    Once a window while any key is held (a timer, so with no traffic at all too), the logs of
+    keys not seen within it are dropped: an idle key is forgotten one to two windows after its
+    last take, and costs nothing."""
 
     def __init__(self, window: float = WINDOW_SECONDS) -> None:
         self._window = window
         self._logs: dict[str, deque[tuple[float, int]]] = {}
         self._lock = asyncio.Lock()
-        self._next_sweep = time.monotonic() + window
+        self._sweeper: asyncio.TimerHandle | None = None
 
-    def _sweep(self, now: float) -> None:
-        old = now - self._window
+    def sweep_once(self) -> None:
+        """Drop the logs of keys not seen within the window; again a window later while any
+        remain. Synchronous, so it never falls between a take's check and its append."""
+        self._sweeper = None
+        old = time.monotonic() - self._window
         for key in [k for k, log in self._logs.items() if not log or log[-1][0] <= old]:
             del self._logs[key]
-        self._next_sweep = now + self._window
+        if self._logs:
+            self._arm()
+
+    def _arm(self) -> None:
+        if self._sweeper is None:
+            loop = asyncio.get_running_loop()
+            self._sweeper = loop.call_later(self._window, self.sweep_once)
 
     async def take(self, key: str, amount: int, limit: int) -> WindowState:
         async with self._lock:
             now = time.monotonic()
-            if now >= self._next_sweep:
-                self._sweep(now)
+            self._arm()
             log = self._logs.setdefault(key, deque())
             while log and log[0][0] <= now - self._window:
                 log.popleft()
@@ -87,7 +97,10 @@ class InProcessWindow:
         return len(self._logs)
 
     async def aclose(self) -> None:
-        """Nothing to release: the window lives in this process."""
+        """Stop sweeping: the window lives in this process."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
 
 
 # KEYS[1]: the window's sorted set. ARGV: now (ms), window (ms), amount, limit, a unique member.

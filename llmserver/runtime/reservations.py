@@ -11,6 +11,13 @@ default, one gateway process) and `RedisReservations` (when REDIS_URL is set), w
 reservations of every process are one hash per tenant and the guard is a lease-style lock, so a
 burst spread over several processes cannot overshoot a quota either. A process that dies takes
 its reservations with it: each entry names its owner, whose liveness key expires unless renewed.
+
+Budgets read a month's spend through a per-process cache (tenants/budget.py, a few seconds):
+a row written and its reservation released by one process would be missed by another's cache
+until it expired, so across processes a burst could overshoot by those seconds' spend. So a
+released reservation stays in Redis as `written` (its held cost and when its row was
+written) for twice the cache's life, and every other process adds it to a
+cached spend read before it (`written_lately`). The writer's own cache took the row at once.
 """
 
 from __future__ import annotations
@@ -29,12 +36,15 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from llmserver.cluster.lease import RELEASE
+from tenants.budget import CACHE_SECONDS
 from tenants.models import Metric, QuotaRule
 
 # How long a dead process's reservations keep counting, and how long a crashed admission can
 # hold a tenant's guard; both are renewed or released long before this by a live process.
 OWNER_TTL_SECONDS = 15.0
 GUARD_TTL_SECONDS = 10.0
+# How long a written reservation is kept for other processes' spend caches: past their life.
+WRITTEN_KEPT_SECONDS = 2 * CACHE_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +59,26 @@ class Reservation:
     cost: Decimal = Decimal(0)
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A reservation another process released when it wrote its row: what it was held for (the
+    most the row can cost) and when (wall clock, seconds)."""
+
+    key_id: int | None
+    cost: Decimal
+    at: float
+
+
 class Reservations(Protocol):
     def guard(self, tenant_id: int) -> contextlib.AbstractAsyncContextManager[None]:
         """Admission for `tenant_id` alone, among every process sharing these reservations."""
         ...
 
     async def of_tenant(self, tenant_id: int) -> tuple[Reservation, ...]: ...
+
+    async def written_lately(self, tenant_id: int) -> tuple[Written, ...]:
+        """What other processes released lately, for a budget read through a stale cache."""
+        ...
 
     async def hold(self, request_id: str, reservation: Reservation) -> None: ...
 
@@ -84,6 +108,10 @@ class InProcessReservations:
     async def of_tenant(self, tenant_id: int) -> tuple[Reservation, ...]:
         return tuple(r for r in self._held.values() if r.tenant_id == tenant_id)
 
+    async def written_lately(self, tenant_id: int) -> tuple[Written, ...]:
+        """None: this process's own spend cache takes each row it writes."""
+        return ()
+
     async def hold(self, request_id: str, reservation: Reservation) -> None:
         self._held[request_id] = reservation
 
@@ -103,8 +131,9 @@ class InProcessReservations:
 
 class RedisReservations:
     """Every process's reservations in Redis under `prefix`: `held:<tenant>` hashes of
-    request id -> JSON [owner, user, tokens, model, key id, cost], `guard:<tenant>` locks,
-    `owner:<id>` liveness."""
+    request id -> JSON [owner, user, tokens, model, key id, cost], `written:<tenant>` hashes of
+    request id -> JSON [owner, key id, cost, written at], `guard:<tenant>` locks, `owner:<id>`
+    liveness."""
 
     def __init__(
         self,
@@ -120,8 +149,9 @@ class RedisReservations:
         self._guard_ttl_ms = int(guard_ttl * 1000)
         # The guard is released as a lease is: deleted only if still held by this token.
         self._unlock = client.register_script(RELEASE)
-        self._mine: dict[str, int] = {}  # request id -> tenant id, of what this process holds
-        self._written: dict[str, int] = {}  # released here, not yet deleted in Redis
+        self._mine: dict[str, Reservation] = {}  # what this process holds, by request id
+        # Released here, not yet moved to `written:` in Redis: the reservation, and when.
+        self._written: dict[str, tuple[Reservation, float]] = {}
 
     @contextlib.asynccontextmanager
     async def guard(self, tenant_id: int) -> AsyncIterator[None]:
@@ -161,28 +191,54 @@ class RedisReservations:
             pipe.set(self._owner_key(self._owner), b"1", px=self._owner_ttl_ms)
             pipe.hset(f"{self._prefix}held:{r.tenant_id}", request_id, value)
             await pipe.execute()
-        self._mine[request_id] = r.tenant_id
+        self._mine[request_id] = r
+
+    async def written_lately(self, tenant_id: int) -> tuple[Written, ...]:
+        """Other processes' written reservations; those past `WRITTEN_KEPT_SECONDS` are deleted
+        on the way (no process's cache is that old)."""
+        key = f"{self._prefix}written:{tenant_id}"
+        raw = await self._client.hgetall(key)
+        old = time.time() - WRITTEN_KEPT_SECONDS
+        entries = {_text(rid): json.loads(value) for rid, value in raw.items()}
+        stale = [rid for rid, (_, _, _, at) in entries.items() if at < old]
+        if stale:
+            await self._client.hdel(key, *stale)
+        return tuple(
+            Written(None if key_id is None else int(key_id), Decimal(cost), float(at))
+            for owner, key_id, cost, at in entries.values()
+            if owner != self._owner and at >= old
+        )
 
     async def release(self, request_ids: Iterable[str]) -> None:
-        """Raises RedisError if Redis cannot take it now; the deletions are retried by `run`
+        """Raises RedisError if Redis cannot take it now; the moves are retried by `run`
         (meanwhile the entries over-count, never under-count, and this process stays their
         live owner)."""
+        now = time.time()
         for request_id in request_ids:
-            tenant_id = self._mine.pop(request_id, None)
-            if tenant_id is not None:
-                self._written[request_id] = tenant_id
-        await self._delete_written()
+            reservation = self._mine.pop(request_id, None)
+            if reservation is not None:
+                self._written[request_id] = (reservation, now)
+        await self._move_written()
 
-    async def _delete_written(self) -> None:
+    async def _move_written(self) -> None:
+        """From `held:` to `written:`, in one transaction: no other process's check sees the
+        reservation in neither."""
         if not self._written:
             return
         done = dict(self._written)
-        by_tenant: dict[int, list[str]] = {}
-        for request_id, tenant_id in done.items():
-            by_tenant.setdefault(tenant_id, []).append(request_id)
-        async with self._client.pipeline(transaction=False) as pipe:
-            for tenant_id, ids in by_tenant.items():
-                pipe.hdel(f"{self._prefix}held:{tenant_id}", *ids)
+        by_tenant: dict[int, dict[str, str | None]] = {}
+        for request_id, (r, at) in done.items():
+            # Only what a budget counts is kept: a reservation of no cost is just deleted.
+            entry = json.dumps([self._owner, r.key_id, str(r.cost), at]) if r.cost else None
+            by_tenant.setdefault(r.tenant_id, {})[request_id] = entry
+        async with self._client.pipeline(transaction=True) as pipe:
+            for tenant_id, entries in by_tenant.items():
+                pipe.hdel(f"{self._prefix}held:{tenant_id}", *entries)
+                kept = {rid: entry for rid, entry in entries.items() if entry is not None}
+                if kept:
+                    written = f"{self._prefix}written:{tenant_id}"
+                    pipe.hset(written, mapping=kept)  # type: ignore[arg-type]
+                    pipe.pexpire(written, int(WRITTEN_KEPT_SECONDS * 1000))
             await pipe.execute()
         for request_id in done:
             self._written.pop(request_id, None)
@@ -195,7 +251,7 @@ class RedisReservations:
             await asyncio.sleep(self._owner_ttl_ms / 1000 / 3)
             # A Redis outage is the admissions' to report (503); both resume after it.
             with contextlib.suppress(RedisError):
-                await self._delete_written()
+                await self._move_written()
             if self._mine:
                 with contextlib.suppress(RedisError):
                     await self._client.set(

@@ -36,7 +36,12 @@ class UsageRow(serializers.Serializer[Any]):
     model = serializers.CharField(required=False)
     user = serializers.CharField(required=False)
     endpoint = serializers.CharField(required=False)
-    requests = serializers.IntegerField()
+    requests = serializers.IntegerField(
+        help_text="Requests served, failed or cancelled: all but the refused."
+    )
+    refused = serializers.IntegerField(
+        help_text="Requests refused before any backend saw them (rate limit, quota, queue)."
+    )
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
     total_tokens = serializers.IntegerField()

@@ -30,9 +30,7 @@ from tenants.models import AuditEntry
 from tenants.quota import quota_status
 from tenants.reports.budgets import rate_limit_report
 from tenants.reports.csvexport import csv_response
-from tenants.reports.queries import UsageFilter, usage_by, usage_totals
-
-CSV_COLUMNS = ("requests", "prompt_tokens", "completion_tokens", "total_tokens", "cost")
+from tenants.reports.queries import MEASURES, UsageFilter, usage_by, usage_totals
 
 
 def _usage(request: Request) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
@@ -83,7 +81,7 @@ class UsageCsvView(APIView):
         q, rows, totals = _usage(request)
         group = q["group_by"]
         name = f"usage-{api_key_of(request).tenant.slug}-{q['start']}-{q['end']}-by-{group}.csv"
-        return csv_response(name, (group, *CSV_COLUMNS), [*rows, {group: "total", **totals}])
+        return csv_response(name, (group, *MEASURES), [*rows, {group: "total", **totals}])
 
 
 class QuotaView(APIView):

@@ -15,9 +15,9 @@ from typing import Any
 
 from django.db.models import Q, QuerySet, Sum
 
-from tenants.models import UsageDaily, UsageRecord
+from tenants.models import UsageDaily, UsageRecord, UsageStatus
 
-MEASURES = ("requests", "prompt_tokens", "completion_tokens", "total_tokens", "cost")
+MEASURES = ("requests", "refused", "prompt_tokens", "completion_tokens", "total_tokens", "cost")
 
 # Report dimension -> (daily roll-up fields, output names).
 DIMENSIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -28,8 +28,12 @@ DIMENSIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "status": (("status",), ("status",)),
     "endpoint": (("endpoint",), ("endpoint",)),
 }
+# A refused request (a 429, a full or expired queue: status "rejected") never reached a backend:
+# it is counted apart, not among the requests served.
+REFUSED = Q(status=UsageStatus.REJECTED)
 SUMS = {
-    "requests": Sum("requests"),
+    "made": Sum("requests", filter=~REFUSED),
+    "refusals": Sum("requests", filter=REFUSED),
     "prompt": Sum("prompt_tokens"),
     "completion": Sum("completion_tokens"),
     "spent": Sum("cost"),
@@ -80,7 +84,8 @@ class UsageFilter:
 def _measures(row: dict[str, Any]) -> dict[str, Any]:
     prompt, completion = int(row["prompt"] or 0), int(row["completion"] or 0)
     return {
-        "requests": int(row["requests"] or 0),
+        "requests": int(row["made"] or 0),
+        "refused": int(row["refusals"] or 0),
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,

@@ -74,3 +74,26 @@ async def test_garbage_before_the_first_token_is_a_502(gateway, world):
         status, _, body = await read_all(await start(world["alice"], chat_body(max_tokens=3)))
     assert status == 502 and b"<html>" not in body
     assert json.loads(body)["error"]["code"] == "upstream_error"
+
+
+ALMOST_JSON = b'data: {"id": "x", "choices": [{"index": 0, "delta": {"content": "hi"}}], x}\n\n'
+
+
+@pytest.mark.parametrize("broken", [ALMOST_JSON, b"data: {x}\n\n"], ids=["after-text", "bare"])
+async def test_an_event_that_is_not_json_never_reaches_a_websocket_client(gateway, world, broken):
+    from tests.api.test_websocket import BODY, collect, socket
+
+    async with serving([TEXT, broken, DONE]) as url:
+        await sync_to_async(add_failing_backend)(url, only=True)
+        await gateway.reload_once()
+        ws = socket(world["alice"])
+        assert (await ws.connect())[0]
+        await ws.send_json_to({"type": "request", "id": "b", "body": BODY})
+        # Every frame is JSON (receive_json_from parses each): the text, then the stream's error.
+        messages = await collect(ws, "b")
+        await ws.disconnect()
+    assert [m["type"] for m in messages] == ["start", "chunk", "chunk", "done"]
+    assert messages[2]["data"]["error"]["code"] == "upstream_error"
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    assert (row["status"], row["error_type"]) == ("error", "upstream_error")

@@ -1,6 +1,7 @@
-"""A backend that takes a streamed request and sends nothing (a hung engine behind a live HTTP
-server) is given up after its first-byte timeout, not the read timeout: the request goes to
-another backend of the pool, or its client gets a 502 that the usage row records."""
+"""A backend that takes a request and sends nothing (a hung engine behind a live HTTP server) is
+given up after its first-byte timeout, not the read timeout: the request goes to another backend
+of the pool, or its client gets a 502 that the usage row records. A whole (non-streamed) answer
+is given up once the engine also leaves a one-token stream unanswered for as long."""
 
 from __future__ import annotations
 
@@ -79,6 +80,35 @@ async def test_a_hung_only_backend_is_a_502_after_its_first_byte_timeout(
         "upstream_error",
         0,
     )
+
+
+async def test_a_non_streamed_request_to_a_hung_only_backend_is_a_502_after_its_probe(
+    gateway, world
+):
+    async with hung_backend(send_headers=False) as url:
+        await hung_backend_added(gateway, url, only=True)
+        began = time.monotonic()
+        body = chat_body(max_tokens=3, stream=False)
+        status, _, raw = await read_all(await start(world["alice"], body), timeout=15)
+        waited = time.monotonic() - began
+    assert status == 502 and b"nothing within 0.5 s" in raw
+    assert waited < 5
+    await gateway.usage.flush_once()
+    [row] = await usage_rows()
+    assert (row["status"], row["error_type"]) == ("error", "upstream_error")
+
+
+async def test_a_long_non_streamed_answer_from_a_live_engine_is_waited_for(gateway, world):
+    await sync_to_async(Backend.objects.filter(name="sim").update)(first_byte_timeout_seconds=0.2)
+
+    def applied() -> bool:
+        client = gateway.backends.clients.get("sim")
+        return client is not None and client.first_byte_timeout == 0.2
+
+    await wait_for(applied, 5)
+    body = chat_body(max_tokens=40, stream=False)
+    status, _, raw = await read_all(await start(world["alice"], body), timeout=15)
+    assert status == 200 and json.loads(raw)["usage"]["completion_tokens"] == 40
 
 
 async def test_a_request_on_a_hung_backend_goes_to_another_of_the_pool(gateway, world):

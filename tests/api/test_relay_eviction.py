@@ -32,6 +32,7 @@ class Evicted:
 
 class Sink:
     needs_start = True
+    embeds_events = False
 
     def __init__(self) -> None:
         self.events: list[bytes] = []

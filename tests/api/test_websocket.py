@@ -136,3 +136,47 @@ async def test_a_request_after_the_key_was_revoked_is_refused_and_the_socket_clo
     [error] = await collect(ws, "after")
     assert (error["type"], error["status"]) == ("error", 401)
     assert (await ws.receive_output(5))["type"] == "websocket.close"
+
+
+def revoke_without_signals() -> None:
+    """As another process or a SQL shell would: only the database's change counter tells."""
+    from tenants.models import ApiKey
+
+    ApiKey.objects.update(revoked=True)
+
+
+def delete_in_the_admin() -> None:
+    from tenants.models import ApiKey
+
+    ApiKey.objects.all().delete()
+
+
+@pytest.mark.parametrize("change", [revoke_without_signals, delete_in_the_admin])
+async def test_an_idle_socket_is_closed_with_4401_soon_after_its_key_goes(gateway, world, change):
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    from llmserver.api.websocket import KEY_RECHECK_SECONDS
+    from llmserver.runtime.config_watch import WATCH_INTERVAL
+
+    bound = WATCH_INTERVAL + KEY_RECHECK_SECONDS + 1
+    ws = socket(world["alice"])
+    assert (await ws.connect())[0]
+    await sync_to_async(change)()
+    began = asyncio.get_running_loop().time()
+    assert await ws.receive_output(bound) == {"type": "websocket.close", "code": 4401}
+    assert asyncio.get_running_loop().time() - began < bound
+
+
+async def test_an_idle_socket_stays_open_while_its_key_is_valid(gateway, world):
+    from llmserver.api.websocket import KEY_RECHECK_SECONDS
+
+    ws = socket(world["alice"])
+    assert (await ws.connect())[0]
+    await gateway.reload_once()
+    gateway.keys.clear()  # a configuration change that leaves the key as it was
+    assert await ws.receive_nothing(KEY_RECHECK_SECONDS * 2.5)
+    await ws.send_json_to({"type": "request", "id": "still", "body": BODY})
+    assert (await collect(ws, "still"))[-1]["type"] == "done"
+    await ws.disconnect()

@@ -155,8 +155,9 @@ def test_a_backend_restarted_under_a_full_queue_serves_every_queued_request(worl
 
 
 def test_an_admin_edit_of_the_backend_under_load_cuts_no_stream(world):
-    """The edit reaches the gateway by its periodic reload (another process changed the
-    database); the streams under way keep their connection to the end."""
+    """The edit reaches the gateway through the database's change counter, which it reads every
+    0.5 s (another process changed the database, so no signal told it); the streams under way
+    keep their connection to the end."""
     gateway = world["gateway"]
     streams = start_streams(gateway, [300] * 4)
     time.sleep(1.0)

@@ -42,6 +42,15 @@ async def test_keys_not_seen_for_a_window_are_forgotten():
     assert len(window) == 1
 
 
+async def test_idle_keys_are_forgotten_without_a_request_after_them():
+    window = InProcessWindow(window=0.05)
+    for i in range(100):
+        await window.take(f"k{i}", 1, 3)
+    await asyncio.sleep(0.2)  # up to two windows, and nothing taken since
+    assert len(window) == 0
+    await window.aclose()
+
+
 async def test_a_take_past_the_limit_is_refused_with_a_reset_inside_the_window():
     window = InProcessWindow(window=60)
     await window.take("k", 70, 100)

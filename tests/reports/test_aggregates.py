@@ -26,6 +26,7 @@ def measures(rows: list[dict[str, Any]], *keys: str) -> list[tuple[Any, ...]]:
         (
             *(r[k] for k in keys),
             r["requests"],
+            r["refused"],
             r["prompt_tokens"],
             r["completion_tokens"],
             r["cost"],
@@ -43,34 +44,34 @@ def data(cast: Any) -> Any:
 def test_it_sums_usage_per_tenant(data: Any) -> None:
     rows = usage_by("tenant", UsageFilter(START, END))
     assert measures(rows, "tenant") == [
-        ("acme", 6, 8000, 4000, D("0.016")),
-        ("globex", 1, 10000, 10000, D("0.09")),
+        ("acme", 5, 1, 8000, 4000, D("0.016")),
+        ("globex", 1, 0, 10000, 10000, D("0.09")),
     ]
 
 
 def test_it_sums_usage_per_user_within_each_tenant(data: Any) -> None:
     rows = usage_by("user", UsageFilter(START, END))
     assert measures(rows, "tenant", "user") == [
-        ("acme", "alice", 4, 6000, 3000, D("0.012")),
-        ("acme", "bob", 2, 2000, 1000, D("0.004")),
-        ("globex", "charlie", 1, 10000, 10000, D("0.09")),
+        ("acme", "alice", 3, 1, 6000, 3000, D("0.012")),
+        ("acme", "bob", 2, 0, 2000, 1000, D("0.004")),
+        ("globex", "charlie", 1, 0, 10000, 10000, D("0.09")),
     ]
 
 
 def test_it_prices_each_model_at_the_price_of_the_day(data: Any) -> None:
     rows = usage_by("model", UsageFilter(START, END))
     assert measures(rows, "model") == [
-        ("llama", 6, 14000, 12000, D("0.102")),
-        ("mistral", 1, 4000, 2000, D("0.004")),
+        ("llama", 5, 1, 14000, 12000, D("0.102")),
+        ("mistral", 1, 0, 4000, 2000, D("0.004")),
     ]
 
 
 def test_it_groups_by_utc_day(data: Any) -> None:
     rows = usage_by("day", UsageFilter(START, END))
     assert measures(rows, "day") == [
-        (date(2025, 3, 1), 2, 3000, 1500, D("0.006")),
-        (date(2025, 3, 2), 3, 15000, 12500, D("0.1")),
-        (date(2025, 3, 3), 2, 0, 0, D("0")),
+        (date(2025, 3, 1), 2, 0, 3000, 1500, D("0.006")),
+        (date(2025, 3, 2), 3, 0, 15000, 12500, D("0.1")),
+        (date(2025, 3, 3), 1, 1, 0, 0, D("0")),
     ]
 
 
@@ -83,24 +84,25 @@ def test_it_keeps_utc_days_whatever_the_time_zone(data: Any, settings: Any) -> N
 
 def test_it_totals_the_range(data: Any) -> None:
     totals = usage_totals(UsageFilter(START, END))
-    assert (totals["requests"], totals["total_tokens"], totals["cost"]) == (7, 32000, D("0.106"))
+    assert (totals["requests"], totals["refused"]) == (6, 1)
+    assert (totals["total_tokens"], totals["cost"]) == (32000, D("0.106"))
 
 
 def test_it_counts_requests_by_status(data: Any) -> None:
     rows = usage_by("status", UsageFilter(START, END))
-    assert [(r["status"], r["requests"]) for r in rows] == [
-        ("error", 1),
-        ("ok", 5),
-        ("rejected", 1),
+    assert [(r["status"], r["requests"], r["refused"]) for r in rows] == [
+        ("error", 1, 0),
+        ("ok", 5, 0),
+        ("rejected", 0, 1),
     ]
 
 
 def test_it_filters_by_tenant_model_and_user(data: Any) -> None:
     flt = UsageFilter(START, END, tenant_id=data.acme.pk, model="llama", user="alice")
     assert measures(usage_by("day", flt), "day") == [
-        (date(2025, 3, 1), 1, 1000, 500, D("0.002")),
-        (date(2025, 3, 2), 1, 1000, 500, D("0.006")),
-        (date(2025, 3, 3), 1, 0, 0, D("0")),
+        (date(2025, 3, 1), 1, 0, 1000, 500, D("0.002")),
+        (date(2025, 3, 2), 1, 0, 1000, 500, D("0.006")),
+        (date(2025, 3, 3), 0, 1, 0, 0, D("0")),
     ]
 
 

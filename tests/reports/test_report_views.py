@@ -43,7 +43,8 @@ def test_it_draws_the_three_charts(staff: Client) -> None:
 
 def test_it_shows_the_range_totals(staff: Client) -> None:
     html = staff.get(f"/admin/reports/?{RANGE}").content.decode()
-    assert "<strong>7</strong> requests" in html and "cost <strong>0.10600000</strong>" in html
+    assert "<strong>6</strong> requests" in html and "<strong>1</strong> more refused" in html
+    assert "cost <strong>0.10600000</strong>" in html
 
 
 def test_it_exports_the_per_user_table_with_totals(staff: Client) -> None:
@@ -52,15 +53,16 @@ def test_it_exports_the_per_user_table_with_totals(staff: Client) -> None:
             "tenant",
             "user",
             "requests",
+            "refused",
             "prompt_tokens",
             "completion_tokens",
             "total_tokens",
             "cost",
         ],
-        ["acme", "alice", "4", "6000", "3000", "9000", "0.01200000"],
-        ["acme", "bob", "2", "2000", "1000", "3000", "0.00400000"],
-        ["globex", "charlie", "1", "10000", "10000", "20000", "0.09000000"],
-        ["total", "", "7", "18000", "14000", "32000", "0.10600000"],
+        ["acme", "alice", "3", "1", "6000", "3000", "9000", "0.01200000"],
+        ["acme", "bob", "2", "0", "2000", "1000", "3000", "0.00400000"],
+        ["globex", "charlie", "1", "0", "10000", "10000", "20000", "0.09000000"],
+        ["total", "", "6", "1", "18000", "14000", "32000", "0.10600000"],
     ]
 
 
@@ -74,8 +76,8 @@ def test_it_exports_the_latency_table(staff: Client) -> None:
 def test_it_limits_every_table_to_one_tenant_on_request(staff: Client) -> None:
     body = rows(staff.get(f"/admin/reports/models.csv?{RANGE}&tenant=globex"))
     assert body[1:] == [
-        ["llama", "1", "10000", "10000", "20000", "0.09000000"],
-        ["total", "1", "10000", "10000", "20000", "0.09000000"],
+        ["llama", "1", "0", "10000", "10000", "20000", "0.09000000"],
+        ["total", "1", "0", "10000", "10000", "20000", "0.09000000"],
     ]
 
 
@@ -102,10 +104,10 @@ def test_it_splits_usage_by_the_api_endpoint(staff: Client, cast: Any) -> None:
         endpoint="embeddings",
     )
     body = rows(staff.get(f"/admin/reports/endpoints.csv?{RANGE}"))
-    assert [r[:3] for r in body[1:]] == [
-        ["chat", "7", "18000"],
-        ["embeddings", "1", "500"],
-        ["total", "8", "18500"],
+    assert [r[:4] for r in body[1:]] == [
+        ["chat", "6", "1", "18000"],
+        ["embeddings", "1", "0", "500"],
+        ["total", "7", "1", "18500"],
     ]
 
 

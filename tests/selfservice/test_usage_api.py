@@ -33,9 +33,15 @@ def test_it_groups_the_tenants_usage_by_day(data: Any) -> None:
     assert [(r["day"], r["requests"], r["cost"]) for r in body["data"]] == [
         ("2025-03-01", 2, "0.00600000"),
         ("2025-03-02", 2, "0.01000000"),
-        ("2025-03-03", 2, "0.00000000"),
+        ("2025-03-03", 1, "0.00000000"),
     ]
-    assert (body["totals"]["requests"], body["totals"]["cost"]) == (6, "0.01600000")
+    assert (body["totals"]["requests"], body["totals"]["cost"]) == (5, "0.01600000")
+
+
+def test_it_counts_a_refused_request_as_refused_not_among_the_requests(data: Any) -> None:
+    body = get(data.alice_key, "/api/v1/usage", group_by="user", user="alice", **RANGE).json()
+    assert [(r["user"], r["requests"], r["refused"]) for r in body["data"]] == [("alice", 3, 1)]
+    assert (body["totals"]["requests"], body["totals"]["refused"]) == (3, 1)
 
 
 def test_it_groups_by_model(data: Any) -> None:
@@ -102,10 +108,18 @@ def test_it_exports_csv_with_a_totals_line(data: Any) -> None:
     assert "usage-acme-2025-03-01-2025-03-03-by-model.csv" in response["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(response.content.decode())))
     assert rows == [
-        ["model", "requests", "prompt_tokens", "completion_tokens", "total_tokens", "cost"],
-        ["llama", "5", "4000", "2000", "6000", "0.01200000"],
-        ["mistral", "1", "4000", "2000", "6000", "0.00400000"],
-        ["total", "6", "8000", "4000", "12000", "0.01600000"],
+        [
+            "model",
+            "requests",
+            "refused",
+            "prompt_tokens",
+            "completion_tokens",
+            "total_tokens",
+            "cost",
+        ],
+        ["llama", "4", "1", "4000", "2000", "6000", "0.01200000"],
+        ["mistral", "1", "0", "4000", "2000", "6000", "0.00400000"],
+        ["total", "5", "1", "8000", "4000", "12000", "0.01600000"],
     ]
 
 
