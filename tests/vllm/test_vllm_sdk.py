@@ -140,7 +140,7 @@ async def finished_in_order(vllm, requests: dict[str, dict[str, object]]) -> lis
     """Every slot busy (the first blocker ends well before the others), then each of
     `requests` sent once the one before waits in the engine's queue: their names as they
     finished."""
-    blockers = [30, 90, 90, 90]
+    blockers = [60, 120, 120, 120]
     assert len(blockers) == SLOTS
     order: list[str] = []
     async with httpx.AsyncClient(base_url=vllm.url, timeout=120) as http:
