@@ -86,6 +86,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -121,7 +122,7 @@ from scheduling import (  # noqa: E402
     TierPolicy,
 )
 from scheduling.prefix_index import PrefixIndex  # noqa: E402
-from simulator.launcher import RunningSimulator, free_port, start_simulator  # noqa: E402
+from simulator.launcher import RunningSimulator, start_simulator  # noqa: E402
 
 MODEL = "demo-llama"
 WAYS = ("round-robin", "least-load", "prefix", "prefix+batch")
@@ -344,11 +345,14 @@ async def run_way(way: str, args: argparse.Namespace) -> Result:
     endpoints: dict[str, str] = {}
     listening: list[asyncio.Task[None]] = []
     original = scheduling.core.choose_backend
+    # Each gateway subscribes to every backend, so the simulators bind: an ipc endpoint, which
+    # vLLM binds as it does a wildcard (a loopback tcp endpoint it would connect to).
+    sockets = tempfile.TemporaryDirectory(prefix="kv-events-")
     try:
         for i in range(4):
             extra: list[str] = []
             if events:
-                endpoints[f"b{i}"] = endpoint = f"tcp://127.0.0.1:{free_port()}"
+                endpoints[f"b{i}"] = endpoint = f"ipc://{sockets.name}/b{i}"
                 config = {"enable_kv_cache_events": True, "endpoint": endpoint}
                 extra = ["--kv-events-config", json.dumps(config)]
             sims[f"b{i}"] = start_simulator(*sim_args, *extra)
@@ -394,6 +398,7 @@ async def run_way(way: str, args: argparse.Namespace) -> Result:
         scheduling.core.choose_backend = original
         for sim in sims.values():
             sim.stop()
+        sockets.cleanup()
 
 
 def fmt(v: float | None, scale: float = 1.0, digits: int = 0) -> str:

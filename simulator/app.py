@@ -81,6 +81,7 @@ class SimulatorApp:
         kv_events: KvEventsConfig | None = None,
         runner: str = "both",
         natural_stop: str = "when-unlimited",
+        refuse_priority_under_fcfs: bool = False,
     ) -> None:
         if runner not in RUNNERS:
             raise ValueError(f"runner must be one of {RUNNERS}")
@@ -91,6 +92,7 @@ class SimulatorApp:
         publish = self.publisher.publish if self.publisher is not None else None
         self.engine = Engine(config, on_cache_events=publish, token_id=token_id)
         self.model, self.fmt, self.runner = model, fmt, runner
+        self.refuse_priority = refuse_priority_under_fcfs
         blocks = config.block_tokens if config.prefix_cache_blocks else 0
         self.spec = ModelSpec(model, fmt, config.model_len, natural_stop, blocks)
         self.registry = build_registry(self.engine, model, fmt, legacy_metric_names)
@@ -189,7 +191,8 @@ class SimulatorApp:
         await _json(send, 200, payload)
 
     def _priority(self, priority: int) -> int:
-        return engine_priority(self.fmt, self.engine.config.scheduling_policy, priority)
+        policy = self.engine.config.scheduling_policy
+        return engine_priority(self.fmt, policy, priority, self.refuse_priority)
 
     # Generation endpoints: parse, then run the request's choices through the engine.
     async def _chat(self, receive: Receive, send: Send) -> None:

@@ -64,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also expose vLLM's pre-v1 names (gpu_cache_usage_perc, time_per_output_token_seconds)",
     )
+    parser.add_argument(
+        "--refuse-priority-under-fcfs",
+        action="store_true",
+        help="refuse a non-zero priority under fcfs with 400, as vLLM's V0 engine did (before "
+        "0.8.0, or VLLM_USE_V1=0 up to 0.10); vLLM's V1 engine ignores it (the default)",
+    )
 
 
 def config_from(options: dict[str, object]) -> EngineConfig:
@@ -98,6 +104,7 @@ def serve(options: dict[str, object]) -> None:
         runner=str(options.get("runner", "both")),
         natural_stop=str(options.get("natural_stop", "when-unlimited")),
         legacy_metric_names=bool(options["legacy_metric_names"]),
+        refuse_priority_under_fcfs=bool(options.get("refuse_priority_under_fcfs")),
         kv_events=KvEventsConfig.parse(str(options["kv_events_config"]))
         if options.get("kv_events_config")
         else None,

@@ -2,6 +2,11 @@
 
 Each simulator owns a private `CollectorRegistry` holding one collector that reads the engine on
 every scrape. Names, types and labels follow the real expositions in `fixtures/metrics/`.
+vLLM's default names are those vLLM 0.32 exports: `kv_cache_usage_perc` and
+`inter_token_latency_seconds`, not the older `gpu_cache_usage_perc` and
+`time_per_output_token_seconds` (`tests/vllm/test_vllm_sdk.py`,
+`test_the_engine_exports_the_metric_names_the_gateway_reads_first`), which
+`--legacy-metric-names` adds for the gateway's fallbacks.
 Durations are wall-clock seconds as measured, so at `--speed s` they are the model's times / s.
 Two simulator-only counters let a benchmark compute tokens/s and busy fraction for any format:
 `simulator_generation_tokens_total` and `simulator_busy_seconds_total`.

@@ -8,10 +8,12 @@ structs encoded as maps with a `type` key (current vLLM; earlier versions and SG
 as arrays, which the gateway reads too). The engine publishes one batch per step that changed
 the cache (`EngineCore` after `scheduler.update_from_output`).
 
-Not modelled: the replay socket (`replay_endpoint`) and the high-water mark. One deviation:
-vLLM binds the endpoint only when it holds a wildcard (`*`, `::`) or is ipc/inproc, and
-otherwise connects to it (a proxy's); the simulator always binds, so that tests can bind
-127.0.0.1 alone. Give a real vLLM `tcp://*:5557`.
+The endpoint is bound only when it holds a wildcard (`*`, `::`) or is ipc/inproc, and otherwise
+connected to (`ZmqEventPublisher._is_bind_endpoint`): given `tcp://127.0.0.1:5557`, the real
+vLLM 0.32 connects there and a subscriber that binds hears it (`tests/vllm/
+test_vllm_kv_events.py`). Tests whose subscribers connect give the simulator an `ipc://` path.
+Not modelled: the replay socket (`replay_endpoint`), the high-water mark, and data-parallel
+ranks (vLLM adds the rank to the port, `offset_endpoint_port`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ class KvEventsConfig:
         return cls(str(data.get("endpoint", "tcp://*:5557")), str(data.get("topic", "")))
 
 
+def is_bind_endpoint(endpoint: str) -> bool:
+    """vLLM's rule: bind a wildcard or an ipc/inproc endpoint, connect to any other."""
+    return "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
+
+
 class KvEventPublisher:
     def __init__(self, config: KvEventsConfig, block_size: int) -> None:
         self.block_size = block_size
@@ -69,7 +76,10 @@ class KvEventPublisher:
         self._seq = 0
         self._socket: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.PUB)
         self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.bind(config.endpoint)
+        if is_bind_endpoint(config.endpoint):
+            self._socket.bind(config.endpoint)
+        else:
+            self._socket.connect(config.endpoint)
         self._encoder = msgspec.msgpack.Encoder()
 
     def publish(self, events: list[CacheEvent]) -> None:

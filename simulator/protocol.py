@@ -525,29 +525,34 @@ def _continued_tokens(body: dict[str, Any], messages: list[Any], fmt: str) -> in
     return len(tokenize(_content_text(last.get("content")) if isinstance(last, dict) else ""))
 
 
-def engine_priority(fmt: str, policy: str, priority: int) -> int:
+def engine_priority(fmt: str, policy: str, priority: int, refuse: bool = False) -> int:
     """The priority the engine queues by (lower first), or a RequestError where the server
     refuses the request. Each kind as its server does:
 
-    - vLLM: a non-zero priority under the default `fcfs` policy is refused with 400 "Got
-      priority N but Priority scheduling is not enabled." (`vllm/engine/llm_engine.py`
-      `LLMEngine.add_request` and `vllm/engine/async_llm_engine.py` `add_request_async`; mapped
-      to 400 by `create_error_response` in `vllm/entrypoints/openai/serving_engine.py`). The V1
-      engine (`vllm/v1/engine/input_processor.py`) ignores it silently instead, as the real
-      vLLM 0.32 does in `tests/vllm/test_vllm_sdk.py`; the simulator keeps the refusal, the
-      stricter witness, so a gateway that sends it unasked is caught.
-      Lower values go first (`vllm/v1/core/sched/scheduler.py`).
+    - vLLM: lower values go first under `--scheduling-policy priority`
+      (`vllm/v1/core/sched/request_queue.py`, `PriorityRequestQueue`). Under the default `fcfs`
+      policy the V1 engine, the only one since 0.11, takes any priority and ignores it: the
+      waiting queue is a FIFO deque (`FCFSRequestQueue` in the same file) and the input processor
+      (`vllm/v1/engine/input_processor.py`) checks nothing; the real vLLM 0.32 answers 200 and
+      runs the requests in arrival order (`tests/vllm/test_vllm_sdk.py`,
+      `test_the_engine_ignores_a_priority_under_fcfs`). With `refuse` (the simulator's
+      `--refuse-priority-under-fcfs`) it refuses a non-zero priority with 400 "Got priority N but
+      Priority scheduling is not enabled.", as the V0 engine did: vLLM's default before 0.8.0,
+      chosen with `VLLM_USE_V1=0` up to 0.10 (`vllm/engine/llm_engine.py` `add_request` and
+      `vllm/engine/async_llm_engine.py` `add_request_async` of those versions).
     - SGLang: ignored unless `--enable-priority-scheduling`; when on, higher values go first by
       default (`python/sglang/srt/server_args.py`, `--schedule-low-priority-values-first` flips
       it; `python/sglang/srt/managers/scheduler.py` `_set_or_validate_priority`).
     - TGI: there is no priority; unknown fields are ignored (`router/src/lib.rs`).
     """
     if fmt == "vllm":
-        if priority != 0 and policy != "priority":
+        if policy == "priority":
+            return priority
+        if priority != 0 and refuse:
             raise RequestError(
                 400, f"Got priority {priority} but Priority scheduling is not enabled."
             )
-        return priority
+        return 0
     if fmt == "sglang" and policy == "priority":
         return -priority
     return 0

@@ -145,7 +145,11 @@ def publishing_pool(
     """sim, and sim-z publishing its KV cache events, behind one model."""
     sim, endpoint = publishing_simulator
     backend = Backend.objects.create(
-        name="sim-z", base_url=sim.url, kind="vllm", kv_events_endpoint=endpoint
+        name="sim-z",
+        base_url=sim.url,
+        kind="vllm",
+        kv_events_endpoint=endpoint,
+        kv_events_bind=True,  # the simulator, as vLLM, connects to an endpoint without a wildcard
     )
     ModelRoute.objects.create(public_name=MODEL, backend=backend)
     return sim

@@ -178,14 +178,15 @@ PROMPT = "The quick brown fox jumps over the lazy dog near the river bank today.
 
 @pytest.fixture
 async def publishing() -> AsyncIterator[tuple[str, KvEventSubscriber, list[CacheEvent]]]:
-    """A simulator with a 12-block prefix cache publishing its events, and a subscriber."""
+    """A simulator with a 12-block prefix cache publishing its events, and a subscriber that
+    binds (the simulator, as vLLM, connects to an endpoint without a wildcard)."""
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     config = {"enable_kv_cache_events": True, "publisher": "zmq", "endpoint": endpoint}
     sim = start_simulator(
         *("--kv-events-config", json.dumps(config), "--prefix-cache-blocks", "12"), speed=20
     )
     got: list[CacheEvent] = []
-    sub = KvEventSubscriber("sim", endpoint, lambda _, e: got.extend(e))
+    sub = KvEventSubscriber("sim", endpoint, lambda _, e: got.extend(e), bind=True)
     task = asyncio.create_task(sub.run())
     try:
         yield sim.url, sub, got

@@ -1,5 +1,6 @@
-"""A backend wrongly marked as running priority scheduling: the simulator refuses the priority as a
-stock vLLM does, and the client stops sending it and tries once more without it."""
+"""A backend wrongly marked as running priority scheduling: where the engine refuses the priority
+(vLLM's V0 engine), the client stops sending it and tries once more without it; where it ignores
+it (vLLM's V1 engine, 0.32 included), the request is simply served."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ BODY = {"model": "demo-llama", "prompt": "hello", "max_tokens": 3}
 
 
 async def test_a_refused_priority_is_dropped_and_the_request_succeeds(simulator):
-    sim = simulator("--scheduling-policy", "fcfs")
+    sim = simulator("--scheduling-policy", "fcfs", "--refuse-priority-under-fcfs")
     client = UpstreamClient(sim.url, "vllm", priority_scheduling=True)
     status, data = await client.complete("/v1/completions", BODY, priority=2)
     await client.aclose()
@@ -18,7 +19,7 @@ async def test_a_refused_priority_is_dropped_and_the_request_succeeds(simulator)
 
 
 async def test_a_refused_priority_on_a_stream_is_dropped_before_anything_is_relayed(simulator):
-    sim = simulator("--scheduling-policy", "fcfs")
+    sim = simulator("--scheduling-policy", "fcfs", "--refuse-priority-under-fcfs")
     client = UpstreamClient(sim.url, "vllm", priority_scheduling=True)
     chunks = [c async for c in client.stream_chat("/v1/completions", {**BODY, "stream": True}, 1)]
     await client.aclose()
@@ -33,3 +34,12 @@ async def test_a_priority_scheduling_backend_takes_the_band_and_keeps_getting_it
     status, _ = await client.complete("/v1/completions", BODY, priority=2)
     await client.aclose()
     assert status == 200 and client.sends_priority is True
+
+
+async def test_an_fcfs_engine_that_ignores_the_priority_serves_it_as_sent(simulator):
+    sim = simulator("--scheduling-policy", "fcfs")
+    client = UpstreamClient(sim.url, "vllm", priority_scheduling=True)
+    status, data = await client.complete("/v1/completions", BODY, priority=2)
+    await client.aclose()
+    assert status == 200 and data["usage"]["completion_tokens"] == 3
+    assert client.sends_priority is True

@@ -1,5 +1,6 @@
 """Priority as each server treats it: vLLM serves lower first under `--scheduling-policy
-priority` and refuses a non-zero priority under `fcfs`; SGLang serves higher first; TGI has none."""
+priority` and ignores it under `fcfs` (or, as its V0 engine, refuses it); SGLang serves higher
+first; TGI has none."""
 
 from __future__ import annotations
 
@@ -67,8 +68,8 @@ async def test_vllm_priority_mode_serves_lower_values_first(simulator) -> None:
         assert await _completion_order(client, sim) == ["high", "low"]
 
 
-async def test_vllm_under_fcfs_refuses_a_nonzero_priority_as_vllm_does(simulator) -> None:
-    sim = simulator("--scheduling-policy", "fcfs")
+async def test_vllm_v0_under_fcfs_refuses_a_nonzero_priority(simulator) -> None:
+    sim = simulator("--scheduling-policy", "fcfs", "--refuse-priority-under-fcfs")
     async with httpx.AsyncClient(timeout=10) as client:
         body = {"prompt": "x", "max_tokens": 2, "priority": 2}
         response = await client.post(f"{sim.url}/v1/completions", json=body)
@@ -90,8 +91,9 @@ async def test_sglang_priority_mode_serves_higher_values_first(simulator) -> Non
     assert order == ["high", "low"]
 
 
-@pytest.mark.parametrize("fmt", ["tgi", "sglang"])
+@pytest.mark.parametrize("fmt", ["vllm", "tgi", "sglang"])
 async def test_servers_without_priority_scheduling_ignore_the_field(simulator, fmt) -> None:
+    """vLLM's V1 engine too, as the real 0.32 does (`tests/vllm/test_vllm_sdk.py`)."""
     sim = simulator("--max-num-seqs", "1", "--scheduling-policy", "fcfs", "--format", fmt)
     async with httpx.AsyncClient(timeout=10) as client:
         assert await _completion_order(client, sim, kind=fmt) == ["low", "high"]

@@ -239,3 +239,29 @@ def test_an_engine_without_embeddings_is_a_404_in_openais_shape_billed_nothing(g
     assert all(r["completion_tokens"] == 0 and Decimal(str(r["cost"])) == 0 for r in rows)
     chat = client.chat.completions.create(model=MODEL, messages=STORY, max_tokens=2)
     assert chat.choices[0].message.content
+
+
+def test_the_engine_counts_a_messages_prompt_as_its_message_does(vllm):
+    """docs/BACKENDS.md (the simulator): vLLM serves /v1/messages/count_tokens, the prompt's
+    length as /v1/messages then bills it, with `context_management` saying the same."""
+    body = {"model": SERVED_NAME, "messages": STORY}
+    counted = httpx.post(vllm.url + "/v1/messages/count_tokens", json=body, timeout=60)
+    assert counted.status_code == 200
+    message = httpx.post(vllm.url + "/v1/messages", json={**body, "max_tokens": 1}, timeout=60)
+    prompt = message.json()["usage"]["input_tokens"]
+    assert counted.json() == {
+        "input_tokens": prompt,
+        "context_management": {"original_input_tokens": prompt},
+    }
+
+
+def test_only_the_completed_event_of_a_streamed_response_carries_usage(vllm):
+    """docs/BACKENDS.md (the simulator): the engine's own Responses stream, read raw."""
+    body = {"model": SERVED_NAME, "input": "Name three colours.", "max_output_tokens": 8}
+    with httpx.stream(
+        "POST", vllm.url + "/v1/responses", json={**body, "stream": True}, timeout=60
+    ) as answer:
+        events = [json.loads(line[6:]) for line in answer.iter_lines() if line.startswith("data: ")]
+    with_usage = [e["type"] for e in events if (e.get("response") or {}).get("usage")]
+    assert with_usage == ["response.completed"] and events[-1]["type"] == "response.completed"
+    assert events[-1]["response"]["usage"]["output_tokens"] > 0

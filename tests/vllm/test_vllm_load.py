@@ -11,11 +11,15 @@ import httpx
 import pytest
 
 from llmserver.testing.processes import GatewayProcess
+from llmserver.testing.vllm_server import VllmServer
 from tests.real_engines import new_key, series, wait_idle
 from tests.vllm.conftest import MODEL, SLOTS, gateway_for
 
 pytestmark = pytest.mark.vllm
 STORY = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
+HANG_UP_SECONDS = 1.0
+GATE_OPEN = 'llmserver_gate_open{backend="vllm",band="0"}'
+KV_USAGE = 'llmserver_backend_metric{backend="vllm",name="kv_cache_usage"}'
 
 
 def chat(max_tokens: int, **extra: object) -> dict:
@@ -54,21 +58,32 @@ def gateway_values(gateway: GatewayProcess) -> dict[str, float]:
     return series(gateway.url)
 
 
-async def test_a_client_that_hangs_up_frees_the_engines_slot(gateway, vllm):
+async def running(vllm: VllmServer, value: float, within: float) -> float:
+    """Seconds until the engine reports `value` requests running (asserted within `within`)."""
+    start = time.monotonic()
+    while vllm.metrics()["vllm:num_requests_running"] != value:
+        assert time.monotonic() - start < within, f"not {value} running within {within} s"
+        await asyncio.sleep(0.02)
+    return time.monotonic() - start
+
+
+async def test_a_client_that_hangs_up_frees_the_engines_slot_at_once(gateway, vllm):
+    """The gateway cancels its upstream request as soon as its client goes, and vLLM aborts it
+    at its next step: the engine reports it gone within a second (0.15 s was seen straight at
+    the engine), not when its 400 tokens would have ended."""
     await wait_idle(vllm)
     key = new_key(gateway, "hangup")
     async with httpx.AsyncClient(timeout=120) as http:
         headers = {"authorization": f"Bearer {key}"}
+        body = chat(400, ignore_eos=True)  # minutes of tokens: only an abort ends it soon
         async with http.stream(
-            "POST", gateway.url + "/v1/chat/completions", json=chat(400), headers=headers
+            "POST", gateway.url + "/v1/chat/completions", json=body, headers=headers
         ) as response:
             async for line in response.aiter_lines():
                 if line.startswith("data: {") and '"content"' in line:
                     break  # running at the engine: hang up
-        assert vllm.metrics()["vllm:num_requests_running"] >= 0
-    hung_up = time.monotonic()
-    await wait_idle(vllm, timeout=10)
-    assert time.monotonic() - hung_up < 5
+            await running(vllm, 1, within=5)
+    assert await running(vllm, 0, within=HANG_UP_SECONDS) < HANG_UP_SECONDS
 
 
 async def test_the_gate_reads_the_engines_own_metrics(gateway, vllm):
@@ -116,6 +131,57 @@ async def test_the_gateway_learns_the_engines_capacity_and_then_keeps_its_queue_
             assert gateway_values(gateway)['llmserver_backend_capacity{backend="vllm"}'] == SLOTS
             results = await asyncio.gather(*streams)
         assert [r["status"] for r in results] == [200] * (SLOTS + 3)
+    finally:
+        gateway.stop()
+        gateway.database.drop()  # type: ignore[attr-defined]
+
+
+def queued(values: dict[str, float]) -> float:
+    """Requests waiting in the gateway."""
+    return sum(v for k, v in values.items() if k.startswith("llmserver_queue_depth{"))
+
+
+def kv_gate_closed(values: dict[str, float]) -> bool:
+    """The gateway's last scrape saw the engine's KV cache in use, and the gate is closed (at
+    start-up it is closed too, for want of a scrape: not this)."""
+    return values.get(KV_USAGE, 0.0) > 0 and values.get(GATE_OPEN) == 0.0
+
+
+async def test_the_gate_holds_requests_while_the_engines_own_kv_usage_is_over_the_tier_limit(
+    vllm, tmp_path
+):
+    """A KV-cache limit any running request passes: what the gateway cannot count itself. While
+    the engine reports one request's blocks in use, the gate is closed and later requests wait
+    in the gateway (none in the engine); once it reports them free, the gate lets them through."""
+    await wait_idle(vllm)
+    tiers = {"interactive": {"gate_max_kv_cache_usage": 0.0001, "max_concurrent_per_user": 8}}
+    gateway = gateway_for(vllm, tmp_path, tiers=tiers, backend={"preemption": False})
+    try:
+        key = new_key(gateway, "kv-gate")
+        async with httpx.AsyncClient(timeout=300) as http:
+            first = asyncio.create_task(
+                stream_all(http, gateway.url, key, chat(200, ignore_eos=True))
+            )
+            deadline = time.monotonic() + 30
+            while not kv_gate_closed(gateway_values(gateway)):
+                assert time.monotonic() < deadline, "the gate never closed on KV usage"
+                await asyncio.sleep(0.1)
+            held = [
+                asyncio.create_task(stream_all(http, gateway.url, key, chat(4))) for _ in range(2)
+            ]
+            deadline = time.monotonic() + 10
+            while (waiting := queued(gateway_values(gateway))) != 2:
+                assert time.monotonic() < deadline, f"{waiting} queued, not 2"
+                await asyncio.sleep(0.05)
+            for _ in range(8):  # 2 s: eight scrapes of the engine
+                engine = vllm.metrics()
+                in_engine = engine["vllm:num_requests_running"], engine["vllm:num_requests_waiting"]
+                assert in_engine == (1, 0) and queued(gateway_values(gateway)) == 2
+                await asyncio.sleep(0.25)
+            assert not first.done()
+            results = [await first, *await asyncio.gather(*held)]
+        assert [r["status"] for r in results] == [200] * 3
+        assert queued(gateway_values(gateway)) == 0
     finally:
         gateway.stop()
         gateway.database.drop()  # type: ignore[attr-defined]
