@@ -296,18 +296,24 @@ class SimulatorApp:
                 "headers": [(b"content-type", out.content_type), (b"cache-control", b"no-cache")],
             }
         )
-        for data in out.start():
-            await _chunk(send, data)
+        # The opening (a chat's role chunks) goes with the engine's first output, after the
+        # prefill, not on arrival: vLLM sends it on the first RequestOutput
+        # (`chat_completion_stream_generator`, vllm/entrypoints/openai/chat_completion/
+        # serving.py), so a request queued in the engine sends headers and then nothing.
+        opening = out.start()
         async for index, n in _tokens(seqs):
             seq = seqs[index]
             if seq.finish_reason == "abort":
                 return
+            for data in opening:
+                await _chunk(send, data)
+            opening = []
             finish = seq.finish_reason if seq.finished and n == seq.generated else None
             for data in out.delta(index, token_text(req.output_offset + n, index), finish):
                 await _chunk(send, data)
         if any(seq.finish_reason == "abort" for seq in seqs):
             return
-        for data in out.end(_results(req, seqs)):
+        for data in [*opening, *out.end(_results(req, seqs))]:
             await _chunk(send, data)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -26,7 +26,8 @@ Chat and text completions follow vLLM 0.32 (`vllm/entrypoints/openai/chat_comple
   uninterrupted answer would have.
 - `n`: n choices, each its own engine sequence (vLLM's parent request with n children,
   `vllm/v1/engine/parallel_sampling.py`), indexed 0..n-1 in the body and in every stream chunk;
-  a chat stream opens with one role chunk per choice; usage counts the prompt once and the
+  a chat stream opens with one role chunk per choice, sent with the first output (so a request
+  queued in the engine has its headers and nothing more); usage counts the prompt once and the
   completion tokens of all choices (`chat_completion_stream_generator`,
   `request_output_to_completion_response`). Refused with 400 as `SamplingParams` refuses: `n`
   below 1 ("n must be at least 1, got 0."), above `VLLM_MAX_N_SEQUENCES` (16384), and `n > 1`

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -126,6 +126,7 @@ class UpstreamClient:
         keepalive_expiry: float = 4.0,
         name: str = "",
         priority_scheduling: bool = False,
+        full: Callable[[], bool] = lambda: False,
     ) -> None:
         self.kind = kind
         # Sent only to a backend marked as running priority scheduling (see `kinds`).
@@ -139,6 +140,9 @@ class UpstreamClient:
         # engine behind a live HTTP server) is found in this long, not the read timeout; a
         # whole answer's engine is asked for one (`_unless_hung`) as often.
         self.first_byte_timeout = first_byte_timeout
+        # Whether the engine's slots are all taken or work waits in its queue: a probe sent then
+        # waits behind that work, so its silence proves nothing.
+        self.full = full
         self._headers = {"content-type": "application/json"}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
@@ -297,15 +301,16 @@ class UpstreamClient:
         """A whole answer's first byte is its last, so past `first_byte_timeout` a long
         generation and a hung engine look alike: each `first_byte_timeout` without the answer,
         the engine is asked for a one-token stream (`_answers`). One that sends nothing to that
-        either is hung: the request is given up, as a stream's would be, and its connection
-        closed (the engine aborts it if it ever wakes)."""
+        either, with a free slot, is hung: the request is given up, as a stream's would be, and
+        its connection closed (the engine aborts it if it ever wakes). On a full engine the
+        probe waits behind the work it would judge, so only the read timeout bounds the wait."""
         task = asyncio.ensure_future(call)
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=self.first_byte_timeout)
                 if done:
                     return task.result()
-                if not await self._answers(path, body, request_id):
+                if not await self._answers(path, body, request_id) and not self.full():
                     raise self._hung(request_id)
         finally:
             if not task.done():

@@ -11,11 +11,12 @@ import json
 import time
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
 from tenants.models import Backend
-from tests.api.conftest import chat_body, read_all, start, usage_rows, wait_for
+from tests.api.conftest import MODEL, chat_body, read_all, start, usage_rows, wait_for
 from tests.api.test_retry import add_failing_backend
 
 HEADERS = (
@@ -98,17 +99,60 @@ async def test_a_non_streamed_request_to_a_hung_only_backend_is_a_502_after_its_
     assert (row["status"], row["error_type"]) == ("error", "upstream_error")
 
 
-async def test_a_long_non_streamed_answer_from_a_live_engine_is_waited_for(gateway, world):
-    await sync_to_async(Backend.objects.filter(name="sim").update)(first_byte_timeout_seconds=0.2)
+async def sim_first_byte_timeout(gateway, seconds: float) -> None:
+    await sync_to_async(Backend.objects.filter(name="sim").update)(
+        first_byte_timeout_seconds=seconds
+    )
 
     def applied() -> bool:
         client = gateway.backends.clients.get("sim")
-        return client is not None and client.first_byte_timeout == 0.2
+        return client is not None and client.first_byte_timeout == seconds
 
     await wait_for(applied, 5)
-    body = chat_body(max_tokens=40, stream=False)
-    status, _, raw = await read_all(await start(world["alice"], body), timeout=15)
-    assert status == 200 and json.loads(raw)["usage"]["completion_tokens"] == 40
+
+
+async def test_a_long_non_streamed_answer_from_a_live_engine_is_waited_for(gateway, world):
+    await sim_first_byte_timeout(gateway, 0.2)
+    began = time.monotonic()
+    body = chat_body(max_tokens=1000, stream=False)
+    status, _, raw = await read_all(await start(world["alice"], body), timeout=30)
+    assert status == 200 and json.loads(raw)["usage"]["completion_tokens"] == 1000
+    assert time.monotonic() - began > 0.6  # it outlived three first-byte timeouts
+
+
+@contextlib.asynccontextmanager
+async def engine_filled(url: str, streams: int) -> AsyncIterator[None]:
+    """`streams` long streams sent straight to the engine, running until the block ends."""
+    body = {
+        "model": MODEL,
+        "stream": True,
+        "max_tokens": 1000,
+        "messages": [{"role": "user", "content": "go"}],
+    }
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        # Each stream's reader is kept: one dropped would close its connection, and the engine
+        # would abort the stream.
+        readers = []
+        for _ in range(streams):
+            response = await stack.enter_async_context(
+                client.stream("POST", "/v1/chat/completions", json=body)
+            )
+            readers.append(response.aiter_bytes())
+            await anext(readers[-1])  # its first output: running, not queued
+        yield
+
+
+async def test_a_non_streamed_answer_on_a_full_engine_is_waited_for(gateway, world):
+    """Three of the engine's four slots taken by streams sent straight to it, the fourth by the
+    request: the probe waits in the engine's own queue, and that silence is not a hang."""
+    await sim_first_byte_timeout(gateway, 0.2)
+    async with engine_filled(world["sim"].url, 3):
+        body = chat_body(max_tokens=1000, stream=False)
+        status, _, raw = await read_all(await start(world["alice"], body), timeout=30)
+    assert status == 200 and json.loads(raw)["usage"]["completion_tokens"] == 1000
 
 
 async def test_a_request_on_a_hung_backend_goes_to_another_of_the_pool(gateway, world):
