@@ -30,7 +30,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -129,11 +129,14 @@ class InProcessReservations:
         """Nothing to release."""
 
 
+_Scored = list[tuple[bytes, float]]  # ZRANGEBYSCORE ... WITHSCORES
+
+
 class RedisReservations:
     """Every process's reservations in Redis under `prefix`: `held:<tenant>` hashes of
-    request id -> JSON [owner, user, tokens, model, key id, cost], `written:<tenant>` hashes of
-    request id -> JSON [owner, key id, cost, written at], `guard:<tenant>` locks, `owner:<id>`
-    liveness."""
+    request id -> JSON [owner, user, tokens, model, key id, cost], `written:<tenant>` sorted sets
+    of JSON [owner, key id, cost, request id] scored by when the row was written,
+    `guard:<tenant>` locks, `owner:<id>` liveness."""
 
     def __init__(
         self,
@@ -194,19 +197,17 @@ class RedisReservations:
         self._mine[request_id] = r
 
     async def written_lately(self, tenant_id: int) -> tuple[Written, ...]:
-        """Other processes' written reservations; those past `WRITTEN_KEPT_SECONDS` are deleted
-        on the way (no process's cache is that old)."""
-        key = f"{self._prefix}written:{tenant_id}"
-        raw = await self._client.hgetall(key)
+        """Other processes' written reservations of the last `WRITTEN_KEPT_SECONDS` (each write
+        trims the older ones: the set holds seconds of rows, whatever the traffic)."""
         old = time.time() - WRITTEN_KEPT_SECONDS
-        entries = {_text(rid): json.loads(value) for rid, value in raw.items()}
-        stale = [rid for rid, (_, _, _, at) in entries.items() if at < old]
-        if stale:
-            await self._client.hdel(key, *stale)
+        raw = await self._client.zrangebyscore(
+            f"{self._prefix}written:{tenant_id}", old, "+inf", withscores=True
+        )
+        entries = [(json.loads(member), float(at)) for member, at in cast(_Scored, raw)]
         return tuple(
             Written(None if key_id is None else int(key_id), Decimal(cost), float(at))
-            for owner, key_id, cost, at in entries.values()
-            if owner != self._owner and at >= old
+            for (owner, key_id, cost, _), at in entries
+            if owner != self._owner
         )
 
     async def release(self, request_ids: Iterable[str]) -> None:
@@ -226,18 +227,20 @@ class RedisReservations:
         if not self._written:
             return
         done = dict(self._written)
-        by_tenant: dict[int, dict[str, str | None]] = {}
+        by_tenant: dict[int, dict[str, tuple[str, float] | None]] = {}
         for request_id, (r, at) in done.items():
             # Only what a budget counts is kept: a reservation of no cost is just deleted.
-            entry = json.dumps([self._owner, r.key_id, str(r.cost), at]) if r.cost else None
-            by_tenant.setdefault(r.tenant_id, {})[request_id] = entry
+            entry = (json.dumps([self._owner, r.key_id, str(r.cost), request_id]), at)
+            by_tenant.setdefault(r.tenant_id, {})[request_id] = entry if r.cost else None
+        oldest = time.time() - WRITTEN_KEPT_SECONDS
         async with self._client.pipeline(transaction=True) as pipe:
             for tenant_id, entries in by_tenant.items():
                 pipe.hdel(f"{self._prefix}held:{tenant_id}", *entries)
-                kept = {rid: entry for rid, entry in entries.items() if entry is not None}
+                kept = dict(entry for entry in entries.values() if entry is not None)
                 if kept:
                     written = f"{self._prefix}written:{tenant_id}"
-                    pipe.hset(written, mapping=kept)  # type: ignore[arg-type]
+                    pipe.zadd(written, kept)
+                    pipe.zremrangebyscore(written, "-inf", oldest)
                     pipe.pexpire(written, int(WRITTEN_KEPT_SECONDS * 1000))
             await pipe.execute()
         for request_id in done:

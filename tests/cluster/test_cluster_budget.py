@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from django.utils import timezone
 from redis.asyncio import Redis
 
 from llmserver.pipeline.admission import check_limits
+from llmserver.runtime import reservations
 from llmserver.runtime.keys import KeyInfo, key_info
 from llmserver.runtime.reservations import RedisReservations, Reservation
 from tenants.budget import cache as spend_cache
@@ -101,3 +103,24 @@ def test_the_writer_does_not_count_its_own_row_twice(
         assert run(only.written_lately(key.tenant_id)) == ()
     finally:
         run(only.aclose())
+
+
+def test_each_write_trims_what_no_process_can_still_miss(
+    cast: Any, prefix: str, run: Callable[[Awaitable[Any]], Any], monkeypatch: Any
+) -> None:
+    """The written set holds the last `WRITTEN_KEPT_SECONDS` of rows, however long a tenant's
+    traffic runs (it grew with every priced row while its expiry was renewed)."""
+    key = alice_under_a_budget(cast)
+    only, redis = member(prefix), Redis.from_url(REDIS_URL)
+    clock = [1_000_000.0]
+    monkeypatch.setattr(reservations, "time", SimpleNamespace(time=lambda: clock[0]))
+    try:
+        for n in range(3):
+            spent = Reservation(key.tenant_id, "alice", "llama", 20, key.key_id, BUDGET / 10)
+            run(only.hold(f"r{n}", spent))
+            run(only.release([f"r{n}"]))
+            clock[0] += reservations.WRITTEN_KEPT_SECONDS + 1
+        assert run(redis.zcard(f"{prefix}:reservations:written:{key.tenant_id}")) == 1
+    finally:
+        run(only.aclose())
+        run(redis.aclose())
