@@ -123,7 +123,12 @@ class KeyCache:
         if hit is not None and hit[0] > now:
             self._entries.move_to_end(digest)
             return hit[1]
+        generation = self.generation
         info = await run_db(load_key, secret)
+        if self.generation != generation:
+            # A change was committed while this read ran: what it read may be from before it,
+            # and a cache entry would outlive the clear that should have dropped it.
+            return info
         # Unknown keys are cached briefly too, so a flood of bad keys cannot hammer the database.
         ttl = self._ttl if info else min(self._ttl, UNKNOWN_KEY_SECONDS)
         if info is not None and info.expires_at is not None:

@@ -56,3 +56,23 @@ async def test_a_backend_edited_without_signals_is_reloaded(
     await sync_to_async(Backend.objects.update)(max_in_flight=7)
     backends = gateway.scheduler.core.backends
     await wait_for(lambda: backends["sim"].config.max_in_flight == 7, 5.0)
+
+
+async def test_a_key_read_while_the_cache_was_cleared_is_not_kept(
+    world: dict[str, Any], monkeypatch: Any
+) -> None:
+    """The read may predate the change that cleared the cache (a revocation committed while it
+    ran): kept, it would outlive that clear, and an open socket would never look again."""
+    from llmserver.runtime import keys
+
+    cache = keys.KeyCache(ttl=30.0)
+    load_key = keys.load_key
+
+    def load_then_change(secret: str) -> Any:
+        info = load_key(secret)
+        cache.clear()  # the revocation's commit, between the read and its caching
+        return info
+
+    monkeypatch.setattr(keys, "load_key", load_then_change)
+    assert await cache.resolve(world["alice"]) is not None
+    assert len(cache) == 0
