@@ -1,7 +1,7 @@
 """The gateway process's batch runner: looks for batches no process holds, claims them, and
 runs each (`BatchRun`) as a task of its own, at most `BATCH_MAX_ACTIVE` at once.
 
-Started and stopped by the `Gateway` like its other loops: `poll_once()` is the step, `run()`
+Started and stopped beside the gateway (`llmserver/process.py`): `poll_once()` is the step, `run()`
 repeats it every `BATCH_POLL_INTERVAL`. A batch in progress when a process stopped is found
 again by the next look of any process: at once after a clean stop (its claim was released),
 after `BATCH_LEASE_SECONDS` after a crash.
@@ -49,6 +49,9 @@ class BatchRunner:
             batch = await run_db(claims.claim, batch_id, self.token, self.conf.batch_lease_seconds)
             if batch is None:
                 continue  # another process was quicker
+            if self.stopping:  # the stop came during this look: its runs are already cut
+                await run_db(claims.release, batch_id, self.token)
+                break
             run = self.runs[batch_id] = BatchRun(self.gw, self.store, batch, self.token)
             task = self._tasks[batch_id] = asyncio.create_task(run.run())
             task.add_done_callback(functools.partial(self._forget, batch_id))

@@ -387,6 +387,33 @@ async def test_two_processes_never_claim_the_same_batch(gateway, world):
     assert first is not None and second is None
 
 
+async def test_a_stop_during_a_look_for_work_starts_no_run_and_releases_its_claim(
+    gateway, world, monkeypatch
+):
+    """The stop cut the runs it saw; a batch claimed after it began is given back at once, not
+    run past the gateway's stop."""
+    from llmserver.batches import claims
+    from llmserver.batches.runner import BatchRunner
+
+    runner = current_batch_runner()
+    assert runner is not None
+    await runner.stop()  # this process's runner out of the way
+    batch = await create_batch(world["alice"], [chat_line("a")])
+    looking = BatchRunner(gateway)
+    claim = claims.claim
+
+    def claim_as_the_stop_begins(*args: Any) -> Any:
+        looking.stopping = True
+        return claim(*args)
+
+    monkeypatch.setattr(claims, "claim", claim_as_the_stop_begins)
+    assert await looking.poll_once() == [] and looking.runs == {}
+    runner_token = await sync_to_async(
+        Batch.objects.filter(pk=batch["id"]).values_list("runner", flat=True).get
+    )()
+    assert runner_token == ""
+
+
 async def test_the_openai_sdk_uploads_creates_and_retrieves_a_batch(gateway, world):
     import httpx
     import openai
