@@ -64,6 +64,7 @@ class SpendCache:
         self.ttl, self.clock, self.wall = ttl, clock, wall
         self._entries: dict[tuple[int, int | None, datetime], tuple[float, Decimal, float]] = {}
         self._lock = threading.Lock()
+        self._adds = 0  # rows this process added, for reads that straddle one
 
     def spent(self, tenant_id: int, now: datetime, key_id: int | None = None) -> Decimal:
         return self.read(tenant_id, now, key_id)[0]
@@ -79,10 +80,13 @@ class SpendCache:
             hit = self._entries.get(key)
         if hit is not None and at - hit[0] < self.ttl:
             return hit[1], hit[2]
-        read_at = self.wall()
+        read_at, adds = self.wall(), self._adds
         value = month_spend(tenant_id, now, key_id)
         with self._lock:
-            self._entries[key] = (at, value, read_at)
+            # A row this process added meanwhile may be missing from what was read: kept, the
+            # total would hide it for the cache's life.
+            if self._adds == adds:
+                self._entries[key] = (at, value, read_at)
         return value, read_at
 
     def add(self, tenant_id: int, key_id: int | None, at: datetime, cost: Decimal) -> None:
@@ -91,6 +95,7 @@ class SpendCache:
         month = window_start(Window.MONTH, at)
         keys = {(tenant_id, None, month), (tenant_id, key_id, month)}
         with self._lock:
+            self._adds += 1
             for key in keys:
                 hit = self._entries.get(key)
                 if hit is not None:

@@ -54,3 +54,24 @@ def test_it_caches_spend_for_a_few_seconds(cast: Any) -> None:
     assert cache.spent(cast.globex.pk, at(3, 15)) == Decimal("0.09")
     now[0] = 5.0
     assert cache.spent(cast.globex.pk, at(3, 15)) == Decimal("0.093")
+
+
+def test_a_read_that_straddles_a_row_this_process_wrote_is_not_kept(
+    cast: Any, monkeypatch: Any
+) -> None:
+    """The row was added to the cached totals while the read ran, and the read may predate its
+    commit: kept, the total would hide the row for the cache's life."""
+    cache = SpendCache(ttl=5.0, clock=lambda: 0.0)
+    load(cast)
+    month_spend = budget.month_spend
+
+    def read_as_a_row_is_written(*args: Any) -> Decimal:
+        spent = month_spend(*args)  # before the row's commit
+        record("late", cast.globex, "charlie", "llama", at(3, 15), 1000, 0)
+        cache.add(cast.globex.pk, None, at(3, 15), Decimal("0.003"))
+        return spent
+
+    monkeypatch.setattr(budget, "month_spend", read_as_a_row_is_written)
+    assert cache.spent(cast.globex.pk, at(3, 15)) == Decimal("0.09")
+    monkeypatch.setattr(budget, "month_spend", month_spend)
+    assert cache.spent(cast.globex.pk, at(3, 15)) == Decimal("0.093")
