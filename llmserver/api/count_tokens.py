@@ -8,7 +8,7 @@ messages are rendered and tokenized, nothing reaches the engine, and the answer 
 fair queue orders work on the engine's batch, and waiting behind generations for a tokenizer's
 answer would only delay the client. The gateway checks what it checks of every request (the
 key, the model it may use, the key's and tenant's requests per minute, draining) and passes the
-body on, as it passes its own `/tokenize` calls (`llmserver/runtime/prompt_tokens.py`). Nothing
+body on, as it passes its own `/tokenize` calls (`llmserver/backends/prompt_tokens.py`). Nothing
 is generated, so nothing is billed: no usage row.
 """
 

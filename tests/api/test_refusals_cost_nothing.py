@@ -66,7 +66,7 @@ async def test_a_queue_timeout_is_recorded_as_refused_with_no_tokens_and_no_cost
     await sync_to_async(priced)()
     await sync_to_async(Tier.objects.filter(pk=world["tier"].pk).update)(queue_timeout_seconds=0.3)
     gateway.keys.clear()
-    running = await start(world["alice"], chat_body(max_tokens=300))
+    running = await start(world["alice"], chat_body(max_tokens=2000))  # ended by its hang-up
     assert (await running.receive_output(10))["status"] == 200
     long_prompt = chat_body(messages=[{"role": "user", "content": "word " * 5000}])
     assert (await read_all(await start(world["alice"], long_prompt)))[0] == 503

@@ -160,7 +160,7 @@ async def test_an_idle_socket_is_closed_with_4401_soon_after_its_key_goes(gatewa
     from llmserver.api.websocket import KEY_RECHECK_SECONDS
     from llmserver.runtime.config_watch import WATCH_INTERVAL
 
-    bound = WATCH_INTERVAL + KEY_RECHECK_SECONDS + 1
+    bound = WATCH_INTERVAL + KEY_RECHECK_SECONDS + 3  # and two database trips on a busy machine
     ws = socket(world["alice"])
     assert (await ws.connect())[0]
     await sync_to_async(change)()

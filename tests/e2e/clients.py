@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -101,31 +102,37 @@ def usage_rows(gateway: GatewayProcess) -> dict[str, tuple[str, int, str]]:
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
-def endpoints_since(gateway: GatewayProcess, before: set[str], count: int = 1) -> list[str]:
-    """The endpoints of the usage rows written since `before` (request ids), oldest first, once
-    `count` of them are there (or after 10 s)."""
+def rows_when(
+    gateway: GatewayProcess,
+    fields: tuple[str, ...],
+    ready: Callable[[list[list[Any]]], bool],
+    timeout: float = 10.0,
+) -> list[list[Any]]:
+    """Every usage row as [request id, *fields], oldest first, once `ready(rows)` (the writer
+    flushes in batches), or as they are after `timeout`."""
+    names = ", ".join(repr(f) for f in ("request_id", *fields))
     script = (
         "import json; from tenants.models import UsageRecord; print(json.dumps(list("
-        "UsageRecord.objects.order_by('queued_at').values_list('request_id', 'endpoint'))))"
+        f"UsageRecord.objects.order_by('queued_at').values_list({names}))))"
     )
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + timeout
     while True:
-        out = gateway.manage("shell", "-c", script).strip().splitlines()[-1]
-        rows = [r for r in json.loads(out) if r[0] not in before]
-        if len(rows) >= count or time.monotonic() > deadline:
-            return [r[1] for r in rows]
+        rows = json.loads(gateway.manage("shell", "-c", script).strip().splitlines()[-1])
+        if ready(rows) or time.monotonic() > deadline:
+            return list(rows)
         time.sleep(0.2)
+
+
+def endpoints_since(gateway: GatewayProcess, before: set[str], count: int = 1) -> list[str]:
+    """The endpoints of the usage rows written since `before` (request ids), oldest first, once
+    `count` of them are there."""
+    rows = rows_when(
+        gateway, ("endpoint",), lambda rows: sum(r[0] not in before for r in rows) >= count
+    )
+    return [r[1] for r in rows if r[0] not in before]
 
 
 def usage_field(gateway: GatewayProcess, request_id: str, name: str) -> Any:
-    """One field of a request's usage row, once the row is written (or after 10 s: None)."""
-    script = (
-        "import json; from tenants.models import UsageRecord; print(json.dumps(list("
-        f"UsageRecord.objects.filter(request_id={request_id!r}).values_list({name!r}, flat=True))))"
-    )
-    deadline = time.monotonic() + 10
-    while True:
-        values = json.loads(gateway.manage("shell", "-c", script).strip().splitlines()[-1])
-        if values or time.monotonic() > deadline:
-            return values[0] if values else None
-        time.sleep(0.2)
+    """One field of a request's usage row, once the row is written (None if it never is)."""
+    rows = rows_when(gateway, (name,), lambda rows: any(r[0] == request_id for r in rows))
+    return next((r[1] for r in rows if r[0] == request_id), None)

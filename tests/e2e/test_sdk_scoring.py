@@ -4,14 +4,12 @@ anthropic SDK's `messages.count_tokens`, answered and not billed."""
 
 from __future__ import annotations
 
-import json
-import time
-
 import anthropic
 import httpx
 import pytest
 
 from llmserver.testing.processes import GatewayProcess
+from tests.e2e.clients import rows_when
 
 pytestmark = pytest.mark.e2e
 MODEL = "demo-llama"
@@ -20,18 +18,11 @@ EMBEDDER = "demo-embed"  # the demo's pooling route: embeddings, rerank and scor
 
 def billed(gateway: GatewayProcess, ids: list[str]) -> dict[str, tuple[str, int]]:
     """request id -> (endpoint, prompt tokens) of every usage row, once those of `ids` are all
-    written (the writer flushes in batches)."""
-    script = (
-        "import json; from tenants.models import UsageRecord; print(json.dumps(list("
-        "UsageRecord.objects.values_list('request_id', 'endpoint', 'prompt_tokens'))))"
+    written."""
+    rows = rows_when(
+        gateway, ("endpoint", "prompt_tokens"), lambda rows: set(ids) <= {r[0] for r in rows}
     )
-    deadline = time.monotonic() + 10
-    while True:
-        out = gateway.manage("shell", "-c", script).strip().splitlines()[-1]
-        rows = {r[0]: (r[1], r[2]) for r in json.loads(out)}
-        if set(ids) <= set(rows) or time.monotonic() > deadline:
-            return rows
-        time.sleep(0.2)
+    return {r[0]: (r[1], r[2]) for r in rows}
 
 
 def post(gateway: GatewayProcess, path: str, body: dict[str, object]) -> httpx.Response:

@@ -77,12 +77,16 @@ def test_it_groups_by_endpoint(data: Any) -> None:
         endpoint="responses",
     )
     body = get(data.alice_key, "/api/v1/usage", group_by="endpoint", **RANGE).json()
-    assert [(r["endpoint"], r["requests"], r["total_tokens"], r["cost"]) for r in body["data"]] == [
-        ("chat", 6, 12000, "0.01600000"),
-        ("embeddings", 1, 2000, "0.00100000"),
-        ("responses", 1, 2000, "0.00900000"),
+    rows = [
+        (r["endpoint"], r["requests"], r["refused"], r["total_tokens"], r["cost"])
+        for r in body["data"]
     ]
-    assert (body["group_by"], body["totals"]["requests"]) == ("endpoint", 8)
+    assert rows == [
+        ("chat", 5, 1, 12000, "0.01600000"),
+        ("embeddings", 1, 0, 2000, "0.00100000"),
+        ("responses", 1, 0, 2000, "0.00900000"),
+    ]
+    assert (body["group_by"], body["totals"]["requests"]) == ("endpoint", 7)
 
 
 def test_it_filters_by_user_and_model(data: Any) -> None:

@@ -17,7 +17,7 @@ from tests.vllm.conftest import MODEL, SLOTS, gateway_for
 
 pytestmark = pytest.mark.vllm
 STORY = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
-HANG_UP_SECONDS = 1.0
+HANG_UP_SECONDS = 2.0  # a 400-token stream runs for minutes; 0.15 s was seen, on a quiet machine
 GATE_OPEN = 'llmserver_gate_open{backend="vllm",band="0"}'
 KV_USAGE = 'llmserver_backend_metric{backend="vllm",name="kv_cache_usage"}'
 
@@ -69,7 +69,7 @@ async def running(vllm: VllmServer, value: float, within: float) -> float:
 
 async def test_a_client_that_hangs_up_frees_the_engines_slot_at_once(gateway, vllm):
     """The gateway cancels its upstream request as soon as its client goes, and vLLM aborts it
-    at its next step: the engine reports it gone within a second (0.15 s was seen straight at
+    at its next step: the engine reports it gone within seconds (0.15 s was seen straight at
     the engine), not when its 400 tokens would have ended."""
     await wait_idle(vllm)
     key = new_key(gateway, "hangup")
