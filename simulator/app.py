@@ -296,6 +296,9 @@ class SimulatorApp:
                 "headers": [(b"content-type", out.content_type), (b"cache-control", b"no-cache")],
             }
         )
+        # The headers go now, as vLLM's server sends a StreamingResponse's (daphne would hold
+        # them until the first body bytes).
+        await send({"type": "http.response.body", "body": b"", "more_body": True})
         # The opening (a chat's role chunks) goes with the engine's first output, after the
         # prefill, not on arrival: vLLM sends it on the first RequestOutput
         # (`chat_completion_stream_generator`, vllm/entrypoints/openai/chat_completion/

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -423,11 +423,7 @@ class UpstreamClient:
             chunks = response.content.iter_any()
             sent = False
             try:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        first = await anext(chunks, b"")
-                except TimeoutError:
-                    raise self._hung(request_id) from None
+                first = await self._first_chunk(chunks, deadline, request_id)
                 if first:
                     sent = True
                     yield first
@@ -436,6 +432,22 @@ class UpstreamClient:
             except aiohttp.ClientError as exc:
                 error = BackendError(f"the stream broke: {exc!r}", retryable=not sent)
                 raise self._failed(request_id, "stream broke", error) from None
+
+    async def _first_chunk(
+        self, chunks: AsyncIterator[bytes], deadline: float, request_id: str | None
+    ) -> bytes:
+        """The stream's first event by `deadline`, or the backend is hung; unless its engine is
+        full, where the request may be waiting in the engine's own queue (vLLM sends a stream's
+        first event with its first output): then each further `first_byte_timeout`, as long
+        as it stays full."""
+        while True:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    return await anext(chunks, b"")
+            except TimeoutError:
+                if not self.full():
+                    raise self._hung(request_id) from None
+            deadline = asyncio.get_running_loop().time() + self.first_byte_timeout
 
     def _hung(self, request_id: str | None) -> BackendError:
         """Nothing within `first_byte_timeout`: nothing reached the client either, so another

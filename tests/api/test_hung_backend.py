@@ -155,6 +155,15 @@ async def test_a_non_streamed_answer_on_a_full_engine_is_waited_for(gateway, wor
     assert status == 200 and json.loads(raw)["usage"]["completion_tokens"] == 1000
 
 
+async def test_a_stream_waiting_in_a_full_engines_queue_is_waited_for(gateway, world):
+    """Every slot taken by streams sent straight to the engine: the gateway's stream waits in the
+    engine's queue, where vLLM sends nothing until it runs, and that silence is not a hang."""
+    await sim_first_byte_timeout(gateway, 0.2)
+    async with engine_filled(world["sim"].url, 4):
+        status, _, raw = await read_all(await start(world["alice"], chat_body(max_tokens=5)), 30)
+    assert status == 200 and raw.count(b'"content"') >= 5 and b"[DONE]" in raw
+
+
 async def test_a_request_on_a_hung_backend_goes_to_another_of_the_pool(gateway, world):
     async with hung_backend(send_headers=True) as url:
         await hung_backend_added(gateway, url, only=False)
