@@ -302,7 +302,9 @@ class SimulatorApp:
         # The opening (a chat's role chunks) goes with the engine's first output, after the
         # prefill, not on arrival: vLLM sends it on the first RequestOutput
         # (`chat_completion_stream_generator`, vllm/entrypoints/openai/chat_completion/
-        # serving.py), so a request queued in the engine sends headers and then nothing.
+        # serving.py), so a request queued in the engine sends headers and then nothing
+        # (tests/vllm/test_vllm_load.py::
+        # test_a_stream_queued_in_the_engine_has_its_headers_and_no_event_until_it_runs).
         opening = out.start()
         async for index, n in _tokens(seqs):
             seq = seqs[index]

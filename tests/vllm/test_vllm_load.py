@@ -4,6 +4,7 @@ what the gateway read from them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from llmserver.testing.processes import GatewayProcess
-from llmserver.testing.vllm_server import VllmServer
+from llmserver.testing.vllm_server import SERVED_NAME, VllmServer
 from tests.real_engines import new_key, series, wait_idle
 from tests.vllm.conftest import MODEL, SLOTS, gateway_for
 
@@ -226,3 +227,34 @@ async def test_a_paused_stream_continues_token_for_token_as_its_unpaused_twin(vl
     finally:
         gateway.stop()
         gateway.database.drop()  # type: ignore[attr-defined]
+
+
+async def test_a_stream_queued_in_the_engine_has_its_headers_and_no_event_until_it_runs(vllm):
+    """vLLM answers a stream's headers at once and sends its first event (the role chunk) with
+    the request's first output, so a request waiting in its queue is silent: what the gateway's
+    first-byte timeout must allow for on a full engine, and what the simulator does."""
+    await wait_idle(vllm)
+    body = {**chat(400, ignore_eos=True), "model": SERVED_NAME}  # minutes of tokens each
+    async with (
+        httpx.AsyncClient(base_url=vllm.url, timeout=120) as http,
+        contextlib.AsyncExitStack() as streams,
+    ):
+        readers = []  # kept: a dropped reader closes its stream
+        for _ in range(SLOTS):
+            response = await streams.enter_async_context(
+                http.stream("POST", "/v1/chat/completions", json=body)
+            )
+            readers.append(response.aiter_bytes())
+            await anext(readers[-1])  # running
+        async with asyncio.timeout(10):  # the headers come at once, not when a slot frees
+            queued = await streams.enter_async_context(
+                http.stream("POST", "/v1/chat/completions", json=body)
+            )
+        assert queued.status_code == 200
+        deadline = time.monotonic() + 10
+        while vllm.metrics()["vllm:num_requests_waiting"] != 1:
+            assert time.monotonic() < deadline, "the fifth stream is not waiting"
+            await asyncio.sleep(0.05)
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(2):
+                await anext(queued.aiter_bytes())
