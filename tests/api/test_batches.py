@@ -304,13 +304,11 @@ async def test_a_line_refused_for_a_full_queue_waits_and_is_answered(gateway, wo
     assert refused and {r["error_type"] for r in refused} == {"queue_full"}
 
 
-async def test_a_line_refused_by_the_budget_fails_with_its_error(gateway, world):
-    tenant = world["tenant"]
-    tenant.monthly_budget = Decimal("1.00")
-    await sync_to_async(tenant.save)()
+async def served_earlier(tenant: Any, cost: Decimal = Decimal(0)) -> None:
+    """A usage row of alice's from earlier today, as if served before the batch."""
     now = timezone.now()
     await sync_to_async(UsageRecord.objects.create)(
-        request_id="old-spend",
+        request_id="earlier-today",
         tenant=tenant,
         user="alice",
         model=MODEL,
@@ -318,8 +316,15 @@ async def test_a_line_refused_by_the_budget_fails_with_its_error(gateway, world)
         queued_at=now,
         finished_at=now,
         status="ok",
-        cost=Decimal("1.50"),
+        cost=cost,
     )
+
+
+async def test_a_line_refused_by_the_budget_fails_with_its_error(gateway, world):
+    tenant = world["tenant"]
+    tenant.monthly_budget = Decimal("1.00")
+    await sync_to_async(tenant.save)()
+    await served_earlier(tenant, cost=Decimal("1.50"))
     gateway.keys.clear()
     done = await wait_batch(
         world["alice"], (await create_batch(world["alice"], [chat_line("a")]))["id"]
@@ -336,17 +341,7 @@ async def test_a_line_refused_by_the_quota_fails_with_its_error(gateway, world):
     await sync_to_async(QuotaRule.objects.create)(
         tenant=tenant, window="day", metric="requests", limit=1
     )
-    now = timezone.now()
-    await sync_to_async(UsageRecord.objects.create)(
-        request_id="earlier-today",
-        tenant=tenant,
-        user="alice",
-        model=MODEL,
-        band=0,
-        queued_at=now,
-        finished_at=now,
-        status="ok",
-    )
+    await served_earlier(tenant)
     await gateway.reload_once()
     gateway.keys.clear()
     done = await wait_batch(
