@@ -11,7 +11,9 @@ would fail every job on that thread until the gateway restarted.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -42,8 +44,17 @@ def call_with_live_connection(fn: Callable[P, R], *args: P.args, **kwargs: P.kwa
     return fn(*args, **kwargs)
 
 
+# One pool of worker threads for the process's database work, the size of asyncio's default
+# executor: each thread keeps its connection, so the gateway holds at most this many however
+# many event loops come and go (each loop's default executor brought threads, and connections,
+# of its own: a test suite's loops ran PostgreSQL out of connections).
+_WORKERS = ThreadPoolExecutor(
+    max_workers=min(32, (os.cpu_count() or 1) + 4), thread_name_prefix="llmserver-db"
+)
+
+
 async def run_db(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """`fn(*args, **kwargs)` on a worker thread, with a live connection (see the module)."""
-    return await sync_to_async(call_with_live_connection, thread_sensitive=False)(
-        fn, *args, **kwargs
-    )
+    return await sync_to_async(
+        call_with_live_connection, thread_sensitive=False, executor=_WORKERS
+    )(fn, *args, **kwargs)
