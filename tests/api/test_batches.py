@@ -320,20 +320,23 @@ async def served_earlier(tenant: Any, cost: Decimal = Decimal(0)) -> None:
     )
 
 
+async def the_one_line_is_refused(key: str, code: str) -> None:
+    """A batch of one line completes with that line in its error file, refused with 429 `code`."""
+    done = await wait_batch(key, (await create_batch(key, [chat_line("a")]))["id"])
+    assert done["status"] == "completed" and done["output_file_id"] is None
+    assert done["request_counts"] == {"total": 1, "completed": 0, "failed": 1}
+    [line] = await content_lines(key, done["error_file_id"])
+    assert line["custom_id"] == "a" and line["response"]["status_code"] == 429
+    assert line["response"]["body"]["error"]["code"] == code
+
+
 async def test_a_line_refused_by_the_budget_fails_with_its_error(gateway, world):
     tenant = world["tenant"]
     tenant.monthly_budget = Decimal("1.00")
     await sync_to_async(tenant.save)()
     await served_earlier(tenant, cost=Decimal("1.50"))
     gateway.keys.clear()
-    done = await wait_batch(
-        world["alice"], (await create_batch(world["alice"], [chat_line("a")]))["id"]
-    )
-    assert done["status"] == "completed" and done["output_file_id"] is None
-    assert done["request_counts"] == {"total": 1, "completed": 0, "failed": 1}
-    [line] = await content_lines(world["alice"], done["error_file_id"])
-    assert line["custom_id"] == "a" and line["response"]["status_code"] == 429
-    assert line["response"]["body"]["error"]["code"] == "budget_exceeded"
+    await the_one_line_is_refused(world["alice"], "budget_exceeded")
 
 
 async def test_a_line_refused_by_the_quota_fails_with_its_error(gateway, world):
@@ -344,14 +347,7 @@ async def test_a_line_refused_by_the_quota_fails_with_its_error(gateway, world):
     await served_earlier(tenant)
     await gateway.reload_once()
     gateway.keys.clear()
-    done = await wait_batch(
-        world["alice"], (await create_batch(world["alice"], [chat_line("a")]))["id"]
-    )
-    assert done["status"] == "completed" and done["output_file_id"] is None
-    assert done["request_counts"] == {"total": 1, "completed": 0, "failed": 1}
-    [line] = await content_lines(world["alice"], done["error_file_id"])
-    assert line["custom_id"] == "a" and line["response"]["status_code"] == 429
-    assert line["response"]["body"]["error"]["code"] == "quota_exceeded"
+    await the_one_line_is_refused(world["alice"], "quota_exceeded")
 
 
 async def test_a_batch_past_its_window_expires_with_each_line_batch_expired(gateway, world):
