@@ -10,6 +10,11 @@ takes effect at the start of the next step, as in vLLM, where the API server's a
 the engine core's input queue and is handled between two steps (`EngineCoreProc.run_busy_loop`,
 `_process_input_queue` then `_process_engine_step`, in `vllm/v1/engine/core.py`): until then the
 sequence still holds its slot and shows in `num_requests_running`. `speed` divides every duration.
+A request that ends (not one aborted by its client, whose state the API server drops first:
+`OutputProcessor.abort_requests` in `vllm/v1/engine/output_processor.py`) is observed in the
+per-request histograms, its prefill time from first scheduled to first token and its prompt
+tokens computed (less what the prefix cache held), as `update_from_finished_request` in
+`vllm/v1/metrics/stats.py` and `record_finished_request` in `vllm/v1/metrics/loggers.py` do.
 
 A sequence ends at `max_tokens` (finish reason "length") or, given a `stop_at`, at that many
 tokens with finish reason "stop": the model's end-of-sequence token, which vLLM's scheduler
@@ -168,6 +173,9 @@ class Engine:
         now = self.clock()
         if reason != "abort":
             self.stats.e2e.observe(now - seq.arrived)
+            if seq.first_scheduled is not None and seq.first_token_at is not None:
+                self.stats.prefill_time.observe(seq.first_token_at - seq.first_scheduled)
+                self.stats.prefill_computed.observe(seq.num_prompt_tokens - seq.cached_tokens)
             if seq.generated > 1 and seq.first_token_at is not None:
                 self.stats.request_tpot.observe((now - seq.first_token_at) / (seq.generated - 1))
         seq.events.put_nowait(None)
