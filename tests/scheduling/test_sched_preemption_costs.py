@@ -5,6 +5,7 @@ counted by reason."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sched_helpers import ALICE, BOB, fresh, job, scheduler
@@ -109,3 +110,15 @@ def test_the_costs_are_learned_from_the_scrapes_smoothed():
     costs = s.backends["b1"].costs
     assert STEP < costs.step_seconds < 0.2
     assert PREFILL < costs.prefill_seconds_per_token < 0.01
+
+
+def test_each_decision_is_explained_in_one_debug_line(caplog):
+    s = pool()
+    running(s, 40, 40)
+    waiter(s, 5.0)
+    with caplog.at_level(logging.DEBUG, logger="scheduling.preemption"):
+        for now in (5.0, 5.01):
+            scrape(s, now)
+            s.dispatch_once(now)
+    (line,) = caplog.messages
+    assert "waits on b1" in line and "a slot frees in about" in line
