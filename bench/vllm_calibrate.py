@@ -14,9 +14,9 @@ bench/vllm_flood.py runs it):
 
 The fit, in the simulator's cost model (`simulator/engine.py`: a step takes base + per_seq x
 running + prefill x prompt tokens computed): base and per_seq by least squares over the steps;
-prefill per token such that the simulator's prefill step of the power prompt, in the
+the prefill per token by least squares over the three prefills, each counted in the
 simulator's own tokens (`simulator.protocol.tokenize` of its chat template, which renders no
-system preamble where SmolLM2's adds one), lasts what vLLM's did. Everything goes to
+system preamble where SmolLM2's adds one). Everything goes to
 `tests/backends/fixtures/vllm_cpu_calibration.json`, which
 `tests/backends/test_simulator_calibration.py` holds the simulator to.
 
@@ -133,11 +133,18 @@ async def paused(http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> dic
     return continuation_body(body, "".join(parts), RESUMED_AFTER)
 
 
-def fit(steps: dict[int, float], power: dict[str, float]) -> dict[str, float]:
-    """The simulator's base_step_ms, per_seq_ms and prefill_ms_per_token."""
+def fit(steps: dict[int, float], prefills: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The simulator's base_step_ms, per_seq_ms and prefill_ms_per_token: the decode step's
+    line by least squares; then the prefill per token by least squares over every prefill
+    measured (the flood's prompts and a resume), each a step of one running sequence plus its
+    prompt in the simulator's tokens. A prefill step costs vLLM more than a decode step beyond
+    its tokens, and the simulator's template renders fewer tokens than SmolLM2's: one slope
+    through them all keeps a fresh prefill and a resume's re-prefill both near the engine's."""
     ns, ys = list(steps), [steps[n] * 1000 for n in steps]
     per_seq, base = statistics.linear_regression(ns, ys)
-    prefill = (power["seconds"] * 1000 - base - per_seq) / power["simulator_tokens"]
+    tokens = [p["simulator_tokens"] for p in prefills.values()]
+    beyond = [p["seconds"] * 1000 - base - per_seq for p in prefills.values()]
+    prefill = sum(t * b for t, b in zip(tokens, beyond, strict=True)) / sum(t * t for t in tokens)
     return {"base_step_ms": base, "per_seq_ms": per_seq, "prefill_ms_per_token": max(0.0, prefill)}
 
 
@@ -184,7 +191,7 @@ async def main(argv: list[str] | None = None) -> int:
                  "light_users", "light_interval", "light_max_tokens", "duration", "light_delay")},
         "steps_seconds": {str(n): s for n, s in steps.items()},
         "prefill": prefills,
-        "fit": fit(steps, prefills["power"]),
+        "fit": fit(steps, prefills),
         "flood": {way: await flood(way, args) for way in ("direct", "priority")},
     }  # fmt: skip
     FIXTURE.write_text(json.dumps(record, indent=2) + "\n")

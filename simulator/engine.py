@@ -126,6 +126,7 @@ class Engine:
         self.stats = EngineStats()
         self._aborts: list[Sequence] = []
         self._work = asyncio.Event()
+        self._step_end: float | None = None  # when the last step was due to end
 
     @property
     def num_waiting(self) -> int:
@@ -230,7 +231,14 @@ class Engine:
             return False
         duration = self.step_seconds(prefill)
         started = self.clock()
-        await asyncio.sleep(duration)
+        # Steps run back to back on a schedule: a wake-up the event loop made late shortens the
+        # next step by as much (up to a whole step), so the engine keeps its cost model's pace
+        # at any speed, rather than that pace plus the loop's delays at every step.
+        base = started
+        if self._step_end is not None and started - self._step_end < duration:
+            base = self._step_end
+        self._step_end = base + duration
+        await asyncio.sleep(max(0.0, self._step_end - started))
         if self._on_cache_events is not None:
             self._on_cache_events(self.prefix_cache.take_events())
         self.stats.busy_seconds += self.clock() - started
