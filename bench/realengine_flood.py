@@ -7,7 +7,7 @@ One llama.cpp `llama-server` (Gemma 3 270M Q4_K_M, `-np 4 --metrics`, built by
   defaults   through the gateway at the product's defaults: backend kind `llamacpp` (capacity
              blank, read from /props; preemption on, max_in_flight 64), the demo's tiers as
              they ship (interactive: 4 at once and 64 queued per user, 60 s queue timeout,
-             the gate's 150 ms time-per-token ceiling, 150 ms before a waiting request may
+             the gate's 150 ms time-per-token ceiling, 50 ms before a waiting request may
              pause a stream)
   llamacpp   through the gateway, backend kind `llamacpp`: the gate reads the engine's metrics
              (requests_deferred against the interactive tier's gate_max_waiting)
@@ -26,14 +26,14 @@ max_concurrent_per_user 64, max_queued_per_user 1000 and queue_timeout_seconds 3
 64 and 60 s), as the power user's 48 requests at once exceed the limits by design and on a slow
 engine its last ones have waited over a minute (docs/BENCHMARKS.md), and then:
 
-  llamacpp   preempt_after_ms blank (default 150): the gate alone is measured, as in the first
+  llamacpp   preempt_after_ms blank (default 50): the gate alone is measured, as in the first
              run, before preemption existed. Its gates are the demo's, but with the backend's
              preemption on and its capacity read from /props the gateway keeps llama-server's
              own queue empty whatever gate_max_waiting says (`scheduling/gate.py`)
   openai     kind `openai` (no metrics read: no gate, no capacity), max_in_flight 4 (`--slots`;
              product 64) and preempt_after_ms blank: a concurrency cap alone, as an operator
              first tried it
-  llamacpp-preempt  preempt_after_ms 150 as by default; gate_max_waiting 1 (demo 3): a request
+  llamacpp-preempt  preempt_after_ms 150 (default 50: the figures of issue 18); gate_max_waiting 1 (demo 3): a request
              queued inside the engine is one a light user waits behind; gate_max_tpot_ms blank
              (demo 150), for the reason above
 

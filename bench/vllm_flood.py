@@ -13,7 +13,7 @@ bench/realengine_flood.py's: a power user sends `--power-requests` streaming req
   defaults   through the gateway at the product's defaults: backend kind `vllm` (capacity
              blank, learned from the engine's metrics; preemption on), the demo's tiers as they
              ship (interactive: 4 at once and 64 queued per user, 60 s queue timeout, the gate's
-             150 ms time-per-token ceiling, 150 ms before a waiting request may pause a stream)
+             150 ms time-per-token ceiling, 50 ms before a waiting request may pause a stream)
   declared   defaults, but in front of the vLLM started with `--scheduling-policy priority`,
              the backend added with `--priority-scheduling` (product: off, as vLLM's own
              default policy is fcfs), so that the gateway hands each request its coarse
