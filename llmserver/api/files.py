@@ -85,7 +85,7 @@ class FilesConsumer(SpooledBodyConsumer):
         try:
             if upload.purpose != FilePurpose.BATCH:
                 raise unsupported_purpose(upload.purpose)
-            await asyncio.to_thread(check_jsonl, dest, conf.batch_max_lines)
+            await asyncio.to_thread(check_jsonl, dest, conf.batch_max_lines, conf.max_body_bytes)
             stored = await run_db(
                 records.create_file,
                 key,

@@ -124,7 +124,11 @@ class BatchRun:
         """Whether the batch may run: a bad input fails it, with its errors."""
         batch = self.batch
         checked = await asyncio.to_thread(
-            check_lines, numbered_lines(path), batch.endpoint, self.conf.batch_max_lines
+            check_lines,
+            numbered_lines(path),
+            batch.endpoint,
+            self.conf.batch_max_lines,
+            self.conf.max_body_bytes,
         )
         self._check_model(checked, key)
         if checked.errors:
