@@ -108,7 +108,7 @@ class Completion:
         gw, ticket = self.gw, None
         task = asyncio.current_task()
         assert task is not None
-        gw.inflight.enter(task, self.request_id, self.key.key_id)
+        gw.inflight.enter(task, self.request_id, self.key.tenant_id, self.key.user)
         try:
             if gw.inflight.draining:
                 raise shutting_down()
