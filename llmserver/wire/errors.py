@@ -145,6 +145,16 @@ def request_not_found(request_id: str) -> ApiError:
     )
 
 
+def previous_response_not_found(response_id: str) -> ApiError:
+    """The same for an id that never existed, one that expired and one this key may not see."""
+    return ApiError(
+        404,
+        f"Previous response with id '{response_id}' not found.",
+        param="previous_response_id",
+        code="previous_response_not_found",
+    )
+
+
 def upstream_rejected(status: int, message: str) -> ApiError:
     return ApiError(status, message, code="upstream_rejected")
 

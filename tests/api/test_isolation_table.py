@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from tenants.models import AppType, Batch, BatchStatus, Membership, Role
 from tests.api.batch_helpers import call, chat_line, jsonl, upload
-from tests.api.conftest import ACTORS, Cast, chat_body, start
+from tests.api.conftest import ACTORS, MODEL, Cast, chat_body, read_all, start
 
 LOGIN = 302  # a portal page sends an anonymous caller to sign in
 ACCEPTED, REFUSED = 101, 4403  # a socket opened, or closed with the portal's FORBIDDEN
@@ -255,6 +255,30 @@ async def test_an_api_route_answers_each_caller_as_the_rule_says(
     finally:
         for cleanup in acme_cast.cleanups:
             await cleanup()
+
+
+async def _respond(key: str | None, **fields: Any) -> tuple[int, Any]:
+    body = json.dumps({"model": MODEL, "max_output_tokens": 3, **fields}).encode()
+    status, _, raw = await read_all(await start(key, body, "/v1/responses"))
+    return status, json.loads(raw)
+
+
+@pytest.mark.parametrize("actor", ACTORS)
+async def test_a_previous_response_id_answers_each_caller_as_the_rule_says(
+    gateway: Any, acme_cast: Cast, actor: str
+) -> None:
+    """An id named in a body, by the same rule; this engine keeps no responses at all."""
+    status, first = await _respond(acme_cast.keys["owner"], input="Mine")
+    assert status == 200, first
+    key = acme_cast.keys[actor]
+    status, body = await _respond(key, input="Go on", previous_response_id=first["id"])
+    assert status == API[actor], body
+    if status in (401, 404):
+        absent, absent_body = await _respond(key, input="Go on", previous_response_id="resp_x")
+        assert absent == status
+        assert json.dumps(body).replace(first["id"], "ID") == json.dumps(absent_body).replace(
+            "resp_x", "ID"
+        )
 
 
 # ---- the portal ------------------------------------------------------------------------------
