@@ -145,7 +145,7 @@ class BatchRun:
             return
         if model not in self.gw.routes() or not key.allows_model(model):
             message = f"The model '{model}' does not exist or this key may not use it."
-            checked.error("model_not_found", message, None, "body.model")
+            checked.error("model_not_found", message, checked.model_line, "body.model")
 
     # sending ------------------------------------------------------------------------------
 

@@ -159,6 +159,7 @@ class Checked:
 
     total: int = 0
     model: str = ""
+    model_line: int | None = None  # the first line naming the model, for an error about it
     errors: list[dict[str, Any]] = field(default_factory=list)
 
     def error(self, code: str, message: str, line: int | None, param: str | None = None) -> None:
@@ -224,7 +225,7 @@ def _check_body(checked: Checked, number: int, body: dict[str, Any]) -> None:
         message = "Missing required parameter: 'body.model'."
         checked.error("missing_required_parameter", message, number, "body.model")
     elif not checked.model:
-        checked.model = model
+        checked.model, checked.model_line = model, number
     elif model != checked.model:
         message = (
             f"Every request of a batch must use one model: '{model}' is not '{checked.model}'."
