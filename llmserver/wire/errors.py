@@ -255,6 +255,12 @@ def bad_upload(reason: str) -> ApiError:
     return invalid(f"The upload could not be read as a multipart form: {reason}.", "file")
 
 
+def filename_too_long(most: int) -> ApiError:
+    return invalid(
+        f"The file's name is too long: at most {most} characters.", "file", "filename_too_long"
+    )
+
+
 def unsupported_purpose(purpose: str) -> ApiError:
     return invalid(
         f"'{purpose}' is not a supported purpose; this gateway takes files for 'batch'.",
