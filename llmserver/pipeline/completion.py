@@ -159,8 +159,9 @@ class Completion:
             self._account(ticket)
 
     async def _keep_response(self, response: dict[str, Any]) -> None:
-        """The relay's hook for a Responses answer, before its client has the end of it."""
-        if self.conversation is not None and response:
+        """The relay's hook for a Responses answer, before its client has the end of it. Only
+        an id the gateway made is kept: an engine's own could name another's response."""
+        if self.conversation is not None and response.get("id") == self.request_id:
             days = self.gw.settings.responses_retention_days
             await responses.remember(self.key, self.req, self.conversation, response, days)
 

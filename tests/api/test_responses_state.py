@@ -200,3 +200,12 @@ async def test_a_refused_previous_response_writes_one_rejected_usage_row(gateway
         UsageRecord.objects.filter(request_id=headers[b"x-request-id"].decode()).values()
     )
     assert [(r["status"], r["completion_tokens"]) for r in rows] == [("rejected", 0)]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("previous_response_id", 42), ("previous_response_id", ""), ("store", "yes")],
+)
+async def test_a_malformed_state_field_is_a_400_naming_it(gateway, acme_cast: Cast, field, value):
+    status, _, body = await respond(acme_cast.keys["owner"], input="x", **{field: value})
+    assert status == 400 and body["error"]["param"] == field
