@@ -81,6 +81,8 @@ class Outcome:
     error: str | None = None
     # sha1 of the streamed text, to check a (resumed) stream word for word against the answer
     text_sha: str | None = None
+    # The finish reason its last choice carried (None: the stream ended without one)
+    finish_reason: str | None = None
 
 
 def has_text(line: str) -> bool:
@@ -108,6 +110,9 @@ async def stream_once(
                     outcome.tokens += 1
                     for choice in json.loads(line[6:]).get("choices", []):
                         text.update((choice.get("delta", {}).get("content") or "").encode())
+                if line.startswith("data: {") and '"finish_reason":"' in line.replace(" ", ""):
+                    for choice in json.loads(line[6:]).get("choices", []):
+                        outcome.finish_reason = choice.get("finish_reason") or outcome.finish_reason
         outcome.e2e = time.monotonic() - start
         outcome.text_sha = text.hexdigest()
     except httpx.HTTPError as exc:

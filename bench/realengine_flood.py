@@ -4,6 +4,11 @@ One llama.cpp `llama-server` (Gemma 3 270M Q4_K_M, `-np 4 --metrics`, built by
 `make realengine`) serves every way in turn, each started when the engine is idle:
 
   direct     straight to llama-server: its FIFO of deferred tasks
+  defaults   through the gateway at the product's defaults: backend kind `llamacpp` (capacity
+             blank, read from /props; preemption on, max_in_flight 64), the demo's tiers as
+             they ship (interactive: 4 at once and 64 queued per user, 60 s queue timeout,
+             the gate's 150 ms time-per-token ceiling, 50 ms before a waiting request may
+             pause a stream)
   llamacpp   through the gateway, backend kind `llamacpp`: the gate reads the engine's metrics
              (requests_deferred against the interactive tier's gate_max_waiting)
   openai     through the gateway, backend kind `openai` with max_in_flight 4: no metrics,
@@ -14,23 +19,21 @@ One llama.cpp `llama-server` (Gemma 3 270M Q4_K_M, `-np 4 --metrics`, built by
 The first three run with preemption off (the tier's preempt_after_ms blank).
   ideal      the light users alone, straight to llama-server
 
-No way runs at the product's defaults: the closest, llamacpp-preempt, turns the TPOT ceiling
-off, as on two shared CPU cores this engine is always slower than the 150 ms a GPU is held to
-and the gate would only stop everyone. Every gateway way changes: the demo's `simulator` backend
-disabled and a backend `llama` added (capacity blank, preemption on, max_in_flight 64 unless
-said below), so that only llama-server serves the demo's model; on the demo's interactive tier
+Every gateway way changes the demo's `simulator` backend to disabled and adds a backend `llama`
+(capacity blank, preemption on, max_in_flight 64 unless said below), so that only llama-server
+serves the demo's model. Past `defaults`, each way also changes on the demo's interactive tier
 max_concurrent_per_user 64, max_queued_per_user 1000 and queue_timeout_seconds 3600 (demo 4,
 64 and 60 s), as the power user's 48 requests at once exceed the limits by design and on a slow
-engine its last ones have waited over a minute (docs/BENCHMARKS.md). Each way then changes:
+engine its last ones have waited over a minute (docs/BENCHMARKS.md), and then:
 
-  llamacpp   preempt_after_ms blank (default 150): the gate alone is measured, as in the first
+  llamacpp   preempt_after_ms blank (default 50): the gate alone is measured, as in the first
              run, before preemption existed. Its gates are the demo's, but with the backend's
              preemption on and its capacity read from /props the gateway keeps llama-server's
              own queue empty whatever gate_max_waiting says (`scheduling/gate.py`)
   openai     kind `openai` (no metrics read: no gate, no capacity), max_in_flight 4 (`--slots`;
              product 64) and preempt_after_ms blank: a concurrency cap alone, as an operator
              first tried it
-  llamacpp-preempt  preempt_after_ms 150 as by default; gate_max_waiting 1 (demo 3): a request
+  llamacpp-preempt  preempt_after_ms 150 (default 50: the figures of issue 18); gate_max_waiting 1 (demo 3): a request
              queued inside the engine is one a light user waits behind; gate_max_tpot_ms blank
              (demo 150), for the reason above
 
@@ -65,16 +68,24 @@ from loadgen import (
     client,
     configure_gateway,
     fmt,
+    jain,
     percentile,
     stream_once,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from llmserver.testing.llama_server import ALIAS, LlamaServer, missing, start_llama_server
 from llmserver.testing.processes import Database, start_gateway
 from llmserver.testing.vllm_server import VllmServer
 
-WAYS = ("direct", "llamacpp", "openai", "llamacpp-preempt", "ideal")
+WAYS = ("direct", "defaults", "llamacpp", "openai", "llamacpp-preempt", "ideal")
 POWER_PROMPT = "Write a long story about a lighthouse keeper."
+# --whole: two heavy users, the second on a tier of twice the weight, and a batch-tier user.
+HEAVY_WEIGHTS = {"heavyA": 1.0, "heavyB": 2.0}
+HEAVY_PROMPT = "Summarise the history of lighthouses."
+HEAVY_TOKENS = 32
+# Marks for vLLM's own priority mode, by class (lower first).
+MARKS = {"light": 0, "power": 1, "heavy": 1, "batch": 2}
 LIGHT_PROMPT = "Say hello."
 
 
@@ -92,6 +103,15 @@ def parse_args(
     p.add_argument("--light-max-tokens", type=int, default=16)
     p.add_argument("--duration", type=float, default=30.0)
     p.add_argument("--light-delay", type=float, default=1.0, help="after the power burst")
+    p.add_argument(
+        "--whole",
+        action="store_true",
+        help="add the product's other users: a weighted heavy pair and a batch-tier user",
+    )
+    p.add_argument(
+        "--heavy-outstanding", type=int, default=4, help="streams each heavy user keeps open"
+    )
+    p.add_argument("--batch-requests", type=int, default=8)
     p.add_argument("--json", action="store_true")
     return p.parse_args(argv)
 
@@ -107,10 +127,11 @@ async def run_load(url: str, args: argparse.Namespace, keys: dict[str, str] | No
     async with client() as http:
         t0 = time.monotonic()
 
-        def launch(user: str, cls: str, data: dict[str, Any]) -> None:
+        def launch(user: str, cls: str, data: dict[str, Any]) -> asyncio.Task[Outcome]:
             key = keys[user] if keys else None
             outcome = Outcome(cls, user, 0.0)
             tasks.append(asyncio.ensure_future(stream_once(http, endpoint, key, data, outcome, t0)))
+            return tasks[-1]
 
         if with_power:
             for i in range(args.power_requests):
@@ -129,7 +150,26 @@ async def run_load(url: str, args: argparse.Namespace, keys: dict[str, str] | No
                 launch(user, "light", data)
                 k += 1
 
-        await asyncio.gather(*(light(i) for i in range(args.light_users)))
+        async def heavy(user: str) -> None:
+            """A closed loop: a new stream as soon as one ends, until the window closes."""
+            k = 0
+            await asyncio.sleep(max(0.0, t0 + args.light_delay - time.monotonic()))
+            while time.monotonic() - t0 < args.duration:
+                prompt = f"[{user} #{k}] {HEAVY_PROMPT}"
+                k += 1
+                await launch(
+                    user, "heavy", body(prompt, HEAVY_TOKENS, True, marks.get("heavy"), model)
+                )
+
+        loops = [light(i) for i in range(args.light_users)]
+        if args.whole and with_power:
+            for i in range(args.batch_requests):
+                data = body(
+                    f"[batch #{i}] {HEAVY_PROMPT}", HEAVY_TOKENS, True, marks.get("batch"), model
+                )
+                launch("batch", "batch", data)
+            loops += [heavy(u) for u in HEAVY_WEIGHTS for _ in range(args.heavy_outstanding)]
+        await asyncio.gather(*loops)
         done, pending = await asyncio.wait(tasks, timeout=args.duration * 10 + 120)
         for task in pending:
             task.cancel()
@@ -171,46 +211,118 @@ async def run_way(way: str, llama: LlamaServer, args: argparse.Namespace) -> dic
                   "queue_timeout_seconds": 3600.0, "preempt_after_ms": None}  # fmt: skip
         if way == "llamacpp-preempt":
             plenty.update(preempt_after_ms=150.0, gate_max_waiting=1, gate_max_tpot_ms=None)
-        users = [("power", "interactive", "chat")]
-        users += [(f"light{i + 1}", "interactive", "chat") for i in range(args.light_users)]
-        keys = configure_gateway(gw, {"interactive": plenty}, users)
+        tiers = {} if way == "defaults" else {"interactive": plenty}
+        keys = configure_gateway(gw, *gateway_users(args, tiers))
         outcomes, wall = await run_load(gw.url, args, keys, True)
+        counts = await gateway_counts(gw.url)
     finally:
         gw.stop()
         db.drop()
         tmp.cleanup()
-    return summarise(way, outcomes, wall)
+    return summarise(way, outcomes, wall, counts)
 
 
-def summarise(way: str, outcomes: list[Outcome], wall: float) -> dict[str, Any]:
+def gateway_users(
+    args: argparse.Namespace, tiers: dict[str, dict[str, Any]]
+) -> tuple[dict[str, dict[str, Any]], list[tuple[str, str, str]]]:
+    """`tiers` and the keys of every user of the load; with --whole, the heavy pair's second
+    user on a new tier `heavy2` of weight 2 in the interactive band (the demo's tiers
+    untouched), and the batch user on the demo's batch tier."""
+    users = [("power", "interactive", "chat")]
+    users += [(f"light{i + 1}", "interactive", "chat") for i in range(args.light_users)]
+    if not args.whole:
+        return tiers, users
+    users += [("heavyA", "interactive", "chat"), ("heavyB", "heavy2", "chat")]
+    users += [("batch", "batch", "batch")]
+    return {**tiers, "heavy2": {"weight": HEAVY_WEIGHTS["heavyB"], "band": 0}}, users
+
+
+async def gateway_counts(url: str) -> dict[str, float]:
+    """The gateway's preemptions by kind and its preemption decisions by reason."""
+    async with client() as http:
+        text = (await http.get(url + "/metrics", headers={"accept": "text/plain"})).text
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "llmserver_preemptions_total":
+                key = f"preempted_{sample.labels['kind']}"
+            elif sample.name == "llmserver_preemption_decisions_total":
+                key = sample.labels["reason"]
+            else:
+                continue
+            out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+def summarise(
+    way: str, outcomes: list[Outcome], wall: float, gateway: dict[str, float] | None = None
+) -> dict[str, Any]:
+    """Per class: TTFT, failures (an error, or refused), broken streams (begun, then ended
+    with an error or without a finish reason) and the makespan; per light request, the
+    gateway's pauses (`evictions`) and those continued mid-stream (`resumes`)."""
     out: dict[str, Any] = {"way": way, "wall_s": wall}
-    for cls in ("light", "power"):
+    classes = ("light", "power", "heavy", "batch")
+    for cls in (c for c in classes if c in {"light", "power"} | {o.cls for o in outcomes}):
         mine = [o for o in outcomes if o.cls == cls]
         ttft = [o.ttft for o in mine if o.ttft is not None and o.error is None]
         failed = [o.error for o in mine if o.error is not None]
+        broken = [o for o in mine if o.ttft is not None and (o.error or not o.finish_reason)]
         out[cls] = {
             "n": len(mine),
             "ttft_p50": percentile(ttft, 50),
             "ttft_p99": percentile(ttft, 99),
             "failed": len(failed),
+            "broken": len(broken),
             "errors": sorted(set(failed))[:3],
             "makespan": max((o.sent + (o.e2e or 0.0) for o in mine), default=None),
         }
+    heavy = [o for o in outcomes if o.cls == "heavy" and o.error is None and o.e2e is not None]
+    if heavy:
+        # Service inside the window (their streams are alike): tokens of the streams that
+        # ended in it, per unit of the user's weight.
+        end = max(o.sent for o in heavy)
+        served = {u: sum(o.tokens for o in heavy if o.user == u and o.sent + (o.e2e or 0) <= end)
+                  for u in HEAVY_WEIGHTS}  # fmt: skip
+        out["heavy_served"] = served
+        out["heavy_jain"] = jain([served[u] / w for u, w in HEAVY_WEIGHTS.items()])
+    if gateway is not None:
+        lights = max(1, out["light"]["n"])
+        out["gateway"] = gateway
+        out["evictions_per_light"] = (
+            sum(v for k, v in gateway.items() if k.startswith("preempted_")) / lights
+        )
+        out["resumes_per_light"] = gateway.get("preempted_resumable", 0.0) / lights
     return out
 
 
 def table(results: list[dict[str, Any]]) -> str:
+    """One row a way; the power user's makespan also as a ratio to the first way's (FIFO)."""
     rows = [
-        "| way | light TTFT p50 | light p99 | light failed | power TTFT p50 | power failed "
-        "| power makespan |",
-        "|---|---|---|---|---|---|---|",
+        "| way | light TTFT p50 | light p99 | light failed / broken | power TTFT p50 "
+        "| power failed / broken | power makespan (x first) | evictions / resumes per light |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    if any("heavy_jain" in r for r in results):
+        rows[0] += " Jain (heavy tokens / weight) | batch failed / broken |"
+        rows[1] += "---|---|"
+    first = results[0]["power"]["makespan"] if results else None
     for r in results:
         light, power = r["light"], r["power"]
+        span = power["makespan"]
+        ratio = f" ({span / first:.2f}x)" if span and first else ""
+        pauses = (
+            f"{r['evictions_per_light']:.2f} / {r['resumes_per_light']:.2f}"
+            if "gateway" in r
+            else "-"
+        )
+        if "heavy_jain" in r:
+            pauses += f" | {fmt(r['heavy_jain'], digits=3)} | {r['batch']['failed']} / " \
+                      f"{r['batch']['broken']} of {r['batch']['n']}"  # fmt: skip
         rows.append(
             f"| {r['way']} | {fmt(light['ttft_p50'])} s | {fmt(light['ttft_p99'])} s "
-            f"| {light['failed']}/{light['n']} | {fmt(power['ttft_p50'])} s "
-            f"| {power['failed']}/{power['n']} | {fmt(power['makespan'], digits=1)} s |"
+            f"| {light['failed']} / {light['broken']} of {light['n']} "
+            f"| {fmt(power['ttft_p50'])} s | {power['failed']} / {power['broken']} of "
+            f"{power['n']} | {fmt(span, digits=1)} s{ratio} | {pauses} |"
         )
     return "\n".join(rows)
 

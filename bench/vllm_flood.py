@@ -13,7 +13,12 @@ bench/realengine_flood.py's: a power user sends `--power-requests` streaming req
   defaults   through the gateway at the product's defaults: backend kind `vllm` (capacity
              blank, learned from the engine's metrics; preemption on), the demo's tiers as they
              ship (interactive: 4 at once and 64 queued per user, 60 s queue timeout, the gate's
-             150 ms time-per-token ceiling, 150 ms before a waiting request may pause a stream)
+             150 ms time-per-token ceiling, 50 ms before a waiting request may pause a stream)
+  declared   defaults, but in front of the vLLM started with `--scheduling-policy priority`,
+             the backend added with `--priority-scheduling` (product: off, as vLLM's own
+             default policy is fcfs), so that the gateway hands each request its coarse
+             priority (band, and over or under fair share): what an operator who runs vLLM's
+             priority mode declares
   tuned      defaults, changing on the interactive tier what the flood exceeds by design or this
              machine cannot meet: max_concurrent_per_user 64, max_queued_per_user 1000 and
              queue_timeout_seconds 3600 (demo 4, 64 and 60 s: the power user's 48 at once wait
@@ -40,13 +45,23 @@ from pathlib import Path
 from typing import Any
 
 from loadgen import configure_gateway
-from realengine_flood import parse_args, run_load, summarise, table, wait_idle
+from realengine_flood import (
+    MARKS,
+    gateway_counts,
+    gateway_users,
+    parse_args,
+    run_load,
+    summarise,
+    table,
+    wait_idle,
+)
 
 from llmserver.testing.processes import Database, start_gateway
 from llmserver.testing.vllm_server import SERVED_NAME, VllmServer, missing, start_vllm
 
-WAYS = ("direct", "priority", "defaults", "tuned", "ideal")
-MARKS = {"light": 0, "power": 1}
+WAYS = ("direct", "priority", "defaults", "declared", "tuned", "ideal")
+# The ways served by the engine started with `--scheduling-policy priority`.
+PRIORITY_ENGINE = ("priority", "declared")
 
 
 async def run_way(way: str, vllm: VllmServer, args: Any) -> dict[str, Any]:
@@ -57,14 +72,14 @@ async def run_way(way: str, vllm: VllmServer, args: Any) -> dict[str, Any]:
         return summarise(way, outcomes, wall)
     tmp = tempfile.TemporaryDirectory(prefix="bench-vllm-")
     db = Database(Path(tmp.name))
+    backend = ["add_backend", "vllm", vllm.url, "--model", f"demo-llama:{SERVED_NAME}"]
+    if way == "declared":
+        backend.append("--priority-scheduling")
     gw = start_gateway(
         db.url,
         vllm.url,
         quiet=True,
-        setup=[
-            ["add_backend", "simulator", vllm.url, "--disabled"],
-            ["add_backend", "vllm", vllm.url, "--model", f"demo-llama:{SERVED_NAME}"],
-        ],
+        setup=[["add_backend", "simulator", vllm.url, "--disabled"], backend],
     )
     try:
         tiers: dict[str, dict[str, Any]] = {}
@@ -75,15 +90,14 @@ async def run_way(way: str, vllm: VllmServer, args: Any) -> dict[str, Any]:
                 "queue_timeout_seconds": 3600.0,
                 "gate_max_tpot_ms": None,
             }
-        users = [("power", "interactive", "chat")]
-        users += [(f"light{i + 1}", "interactive", "chat") for i in range(args.light_users)]
-        keys = configure_gateway(gw, tiers, users)
+        keys = configure_gateway(gw, *gateway_users(args, tiers))
         outcomes, wall = await run_load(gw.url, args, keys, True)
+        counts = await gateway_counts(gw.url)
     finally:
         gw.stop()
         db.drop()
         tmp.cleanup()
-    return summarise(way, outcomes, wall)
+    return summarise(way, outcomes, wall, counts)
 
 
 async def main(argv: list[str] | None = None) -> int:
@@ -96,8 +110,8 @@ async def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Any]] = {}
     # One engine per scheduling policy, each serving its ways in turn.
     for policy, mine in (
-        ("fcfs", [w for w in ways if w != "priority"]),
-        ("priority", ["priority"]),
+        ("fcfs", [w for w in ways if w not in PRIORITY_ENGINE]),
+        ("priority", [w for w in ways if w in PRIORITY_ENGINE]),
     ):
         if not set(mine) & set(ways):
             continue

@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from scheduling.config import BackendConfig
+from scheduling.engine_costs import EngineCosts
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,8 @@ class BackendMetrics:
     scraped_at: float | None = None
     # How many sequences the server says it runs at once (llama.cpp's /props), where it says.
     capacity: int | None = None
+    # Seconds of prefill per prompt token computed, over the last scrape window.
+    prefill_seconds_per_token: float | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -59,6 +62,8 @@ class BackendState:
     # A request found no server there (connection refused): closed to every job until this time
     # or a healthy scrape, whichever comes first, so a queue is not fed to a dead backend.
     unreachable_until: float | None = None
+    # Its decode step and prefill per token, learned from its scrapes (what a pause costs).
+    costs: EngineCosts = field(default_factory=EngineCosts)
 
     @property
     def name(self) -> str:
@@ -114,6 +119,7 @@ class BackendState:
         self._external_last = seen
         if metrics.capacity:
             self.reported_capacity = metrics.capacity
+        self.costs.observe(metrics.tpot_seconds, metrics.prefill_seconds_per_token)
         # Full, and for a whole scrape interval: what runs is what fits. One scrape with a queue
         # is no proof: a request that has just arrived waits for the engine's next step.
         if metrics.running and metrics.waiting and last is not None and last.waiting:

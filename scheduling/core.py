@@ -79,6 +79,8 @@ class Scheduler:
         # Per backend: jobs this `select` holds back to wait for it (their prefix is cached there).
         self._held: Counter[str] = Counter()
         self.batched = 0  # jobs batching pulled forward (outside `totals`: the snapshot's keys)
+        # Preemption's decisions by reason (`scheduling.preemption`).
+        self.decisions: Counter[str] = Counter()
         self.queued_jobs = 0  # every lane's queued jobs together
         self.configure(config, backends)
 

@@ -56,7 +56,8 @@ class Job:
     """One request waiting for a backend.
 
     `band` is the priority band (lower goes first); `policy` is its tier's; `estimated_cost` is in
-    the configured cost unit (see `scheduling.cost`); `deadline` is on the scheduler's clock.
+    the configured cost unit (see `scheduling.cost`), and its token estimates what preemption
+    weighs a pause by (`scheduling.engine_costs`); `deadline` is on the scheduler's clock.
     `demoted`: admission moved it to a lower band because its tenant is over budget (the
     dashboard says so). `prefix_blocks`: chained hashes of its prompt's leading blocks
     (`scheduling.prefix_index.block_hashes`), what backend choice and batching match on.
@@ -71,6 +72,7 @@ class Job:
     policy: TierPolicy = field(default_factory=TierPolicy)
     estimated_cost: float = 1.0
     estimated_output_tokens: int = 0
+    estimated_prompt_tokens: int = 0
     prefix_blocks: tuple[int, ...] = ()
     deadline: float | None = None
     enqueued_at: float | None = None

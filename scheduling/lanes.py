@@ -55,6 +55,10 @@ class Entry:
     yield_mark: int = 0
     resumed_at: float | None = None
     evictions: int = 0
+    # Tokens its earlier runs generated, as estimated when each was paused.
+    generated: float = 0.0
+    # The last preemption decision taken for it as a waiter (each is counted once).
+    held_for: str = ""
     excluded: set[str] = field(default_factory=set)
 
     def may_use(self, backend: str) -> bool:

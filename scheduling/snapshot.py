@@ -7,7 +7,7 @@ read as attributes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduling.backend_state import BackendMetrics
 from scheduling.config import GateThresholds
@@ -54,6 +54,9 @@ class BackendView:
     usable: bool
     metrics: BackendMetrics | None
     gates: tuple[GateView, ...]
+    # Learned costs (`scheduling.engine_costs`); None until its scrapes showed such work.
+    step_seconds: float | None = None
+    prefill_seconds_per_token: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +65,17 @@ class SchedulerSnapshot:
     queues: tuple[QueueView, ...]
     backends: tuple[BackendView, ...]
     totals: Mapping[str, int]
+    # Preemption's decisions by reason (`scheduling.preemption`).
+    preemption: Mapping[str, int] = field(default_factory=dict)
 
     def same_state(self, other: SchedulerSnapshot | None) -> bool:
         """Equal but for the time it was taken: nothing to publish again."""
-        return other is not None and (self.queues, self.backends, self.totals) == (
-            other.queues,
-            other.backends,
-            other.totals,
-        )
+        return other is not None and (
+            self.queues,
+            self.backends,
+            self.totals,
+            self.preemption,
+        ) == (other.queues, other.backends, other.totals, other.preemption)
 
 
 def build_snapshot(scheduler: Scheduler, now: float) -> SchedulerSnapshot:
@@ -106,6 +112,8 @@ def build_snapshot(scheduler: Scheduler, now: float) -> SchedulerSnapshot:
                 for band in bands
                 for d in [gate_open(state, config.gates.get(band), now, config.stale_after)]
             ),
+            step_seconds=state.costs.step_seconds,
+            prefill_seconds_per_token=state.costs.prefill_seconds_per_token,
         )
         for state in scheduler.backends.values()
     )
@@ -114,7 +122,7 @@ def build_snapshot(scheduler: Scheduler, now: float) -> SchedulerSnapshot:
         "in_flight": sum(p.in_flight for p in scheduler.principals.values()),
         **scheduler.totals,
     }
-    return SchedulerSnapshot(now, queues, backends, totals)
+    return SchedulerSnapshot(now, queues, backends, totals, dict(scheduler.decisions))
 
 
 def waiting_reason(scheduler: Scheduler, lane: Lane, now: float) -> str:

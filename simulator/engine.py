@@ -10,6 +10,11 @@ takes effect at the start of the next step, as in vLLM, where the API server's a
 the engine core's input queue and is handled between two steps (`EngineCoreProc.run_busy_loop`,
 `_process_input_queue` then `_process_engine_step`, in `vllm/v1/engine/core.py`): until then the
 sequence still holds its slot and shows in `num_requests_running`. `speed` divides every duration.
+A request that ends (not one aborted by its client, whose state the API server drops first:
+`OutputProcessor.abort_requests` in `vllm/v1/engine/output_processor.py`) is observed in the
+per-request histograms, its prefill time from first scheduled to first token and its prompt
+tokens computed (less what the prefix cache held), as `update_from_finished_request` in
+`vllm/v1/metrics/stats.py` and `record_finished_request` in `vllm/v1/metrics/loggers.py` do.
 
 A sequence ends at `max_tokens` (finish reason "length") or, given a `stop_at`, at that many
 tokens with finish reason "stop": the model's end-of-sequence token, which vLLM's scheduler
@@ -121,6 +126,7 @@ class Engine:
         self.stats = EngineStats()
         self._aborts: list[Sequence] = []
         self._work = asyncio.Event()
+        self._step_end: float | None = None  # when the last step was due to end
 
     @property
     def num_waiting(self) -> int:
@@ -168,6 +174,9 @@ class Engine:
         now = self.clock()
         if reason != "abort":
             self.stats.e2e.observe(now - seq.arrived)
+            if seq.first_scheduled is not None and seq.first_token_at is not None:
+                self.stats.prefill_time.observe(seq.first_token_at - seq.first_scheduled)
+                self.stats.prefill_computed.observe(seq.num_prompt_tokens - seq.cached_tokens)
             if seq.generated > 1 and seq.first_token_at is not None:
                 self.stats.request_tpot.observe((now - seq.first_token_at) / (seq.generated - 1))
         seq.events.put_nowait(None)
@@ -222,7 +231,14 @@ class Engine:
             return False
         duration = self.step_seconds(prefill)
         started = self.clock()
-        await asyncio.sleep(duration)
+        # Steps run back to back on a schedule: a wake-up the event loop made late shortens the
+        # next step by as much (up to a whole step), so the engine keeps its cost model's pace
+        # at any speed, rather than that pace plus the loop's delays at every step.
+        base = started
+        if self._step_end is not None and started - self._step_end < duration:
+            base = self._step_end
+        self._step_end = base + duration
+        await asyncio.sleep(max(0.0, self._step_end - started))
         if self._on_cache_events is not None:
             self._on_cache_events(self.prefix_cache.take_events())
         self.stats.busy_seconds += self.clock() - started

@@ -214,6 +214,20 @@ class SimulatorCollector(Collector):
             s.queue_time,
             t0,
         )
+        yield _histogram(
+            "vllm:request_prefill_time_seconds",
+            "Histogram of time spent in PREFILL phase for request.",
+            lab,
+            s.prefill_time,
+            t0,
+        )
+        yield _histogram(
+            "vllm:request_prefill_kv_computed_tokens",
+            "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+            lab,
+            s.prefill_computed,
+            t0,
+        )
 
     def _tgi(self) -> Iterator[Metric]:
         e, s = self.engine, self.engine.stats

@@ -14,6 +14,8 @@ ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                7.5, 10.0, 20.0, 40.0, 80.0)  # fmt: skip
 LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
                    60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)  # fmt: skip
+# vLLM's request-length buckets for --max-model-len 2048 (build_1_2_5_buckets up to it).
+TOKEN_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 
 
@@ -62,3 +64,5 @@ class EngineStats:
     request_tpot: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
     queue_time: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
+    prefill_time: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
+    prefill_computed: Histogram = field(default_factory=lambda: Histogram(TOKEN_BUCKETS))

@@ -44,12 +44,15 @@ class KindNames:
     kv_used_over_total: tuple[str, str] | None = None
     # TPOT from two counters, (seconds, tokens), where there is no latency histogram.
     tpot_counters: tuple[str, str] | None = None
+    # Prefill cost: two growing samples, (seconds spent prefilling, prompt tokens computed).
+    prefill: tuple[str, str] | None = None
 
     def families(self) -> frozenset[str]:
         """Every base name read: the exposition's other lines are never parsed."""
         pairs = (*(self.kv_used_over_total or ()), *(self.tpot_counters or ()))
+        sums = tuple(n.removesuffix("_sum").removesuffix("_total") for n in self.prefill or ())
         return frozenset(
-            (*self.waiting, *self.running, *self.kv_usage, *self.tpot, *self.ttft, *pairs)
+            (*self.waiting, *self.running, *self.kv_usage, *self.tpot, *self.ttft, *pairs, *sums)
         )
 
 
@@ -91,6 +94,12 @@ PROFILES = {
             kv_usage=("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
             tpot=("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
             ttft=("vllm:time_to_first_token_seconds",),
+            # Both observed per finished request (`vllm/v1/metrics/loggers.py`); the tokens
+            # leave out what the prefix cache held.
+            prefill=(
+                "vllm:request_prefill_time_seconds_sum",
+                "vllm:request_prefill_kv_computed_tokens_sum",
+            ),
         ),
         priority_sign=1,
         priority_refusals=("Priority scheduling is not enabled",),
@@ -139,6 +148,7 @@ PROFILES = {
                 "llamacpp:tokens_predicted_seconds_total",
                 "llamacpp:tokens_predicted_total",
             ),
+            prefill=("llamacpp:prompt_seconds_total", "llamacpp:prompt_tokens_total"),
         ),
         prompt_count=PromptCount.APPLY_TEMPLATE,
         reads_capacity=True,

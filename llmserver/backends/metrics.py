@@ -4,9 +4,9 @@ Parsing uses prometheus-client's text parser, on only the lines of the families 
 an engine's exposition is mostly histogram buckets nobody here uses (vLLM's runs to hundreds of
 kilobytes), and parsing it whole cost 5 ms of the event loop per scrape of the simulator's 18 kB.
 Gauges are summed over label sets (engines, ranks).
-Time per output token and time to first token are means over the last scrape window, from the
-deltas of the histogram's sum and count between two scrapes (or of a seconds counter and a tokens
-counter, for llama.cpp), never the all-time mean; a window with no new observations gives None
+Time per output token, time to first token and prefill seconds per prompt token are means over
+the last scrape window, from the deltas of the histogram's sum and count between two scrapes (or
+of a seconds counter and a tokens counter), never the all-time mean; a window with no new observations gives None
 (no evidence of slowness).
 """
 
@@ -84,6 +84,14 @@ def _histogram(values: dict[str, float], names: tuple[str, ...]) -> tuple[float,
     return None
 
 
+def _pair(values: dict[str, float], names: tuple[str, str] | None) -> tuple[float, float] | None:
+    """Two growing samples read together, (seconds, tokens), where both are present."""
+    if names is None:
+        return None
+    seconds, tokens = (values.get(name) for name in names)
+    return (seconds, tokens) if seconds is not None and tokens is not None else None
+
+
 def window_mean(
     previous: tuple[float, float] | None, current: tuple[float, float] | None
 ) -> float | None:
@@ -106,6 +114,7 @@ class MetricsReader:
         self._families = self.names.families()
         self._tpot: tuple[float, float] | None = None
         self._ttft: tuple[float, float] | None = None
+        self._prefill: tuple[float, float] | None = None
 
     def read(self, text: str, now: float) -> BackendMetrics:
         values = parse_samples(text, frozenset(self.names.kv_usage), self._families)
@@ -115,9 +124,9 @@ class MetricsReader:
             used, total = (values.get(name) for name in n.kv_used_over_total)
             kv = used / total if used is not None and total else None
         tpot, ttft = _histogram(values, n.tpot), _histogram(values, n.ttft)
-        if tpot is None and n.tpot_counters is not None:
-            seconds, tokens = (values.get(name) for name in n.tpot_counters)
-            tpot = (seconds, tokens) if seconds is not None and tokens is not None else None
+        if tpot is None:
+            tpot = _pair(values, n.tpot_counters)
+        prefill = _pair(values, n.prefill)
         metrics = BackendMetrics(
             waiting=_first(values, n.waiting),
             running=_first(values, n.running),
@@ -126,8 +135,9 @@ class MetricsReader:
             ttft_seconds=window_mean(self._ttft, ttft),
             healthy=True,
             scraped_at=now,
+            prefill_seconds_per_token=window_mean(self._prefill, prefill),
         )
-        self._tpot, self._ttft = tpot, ttft
+        self._tpot, self._ttft, self._prefill = tpot, ttft, prefill
         return metrics
 
 

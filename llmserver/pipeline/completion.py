@@ -209,6 +209,7 @@ class Completion:
             ),
             estimated_output_tokens=req.n
             * self.gw.estimates.output_lengths.estimate(principal, req.model, req.max_tokens),
+            estimated_prompt_tokens=req.estimated_prompt_tokens,
             prefix_blocks=req.prefix_blocks,
             deadline=self.gw.clock() + key.queue_timeout,
             demoted=band > key.band,

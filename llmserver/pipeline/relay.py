@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -277,8 +277,11 @@ class Relay:
         upstream = client.stream_chat(
             path, body, priority=priority, request_id=self.request_id, headers=headers
         )
-        async with contextlib.aclosing(upstream) as chunks:
-            async for chunk in chunks:
+        async with (
+            contextlib.aclosing(upstream) as chunks,
+            contextlib.aclosing(self._unless_evicted_first(chunks, evict, can_resume)) as flow,
+        ):
+            async for chunk in flow:
                 for name, payload in splitter.feed(chunk):
                     if named is None:
                         await self._relay_event(payload, rename)
@@ -288,9 +291,7 @@ class Relay:
                     if not self._may_stop(can_resume):
                         evict.decline_eviction()
                         continue
-                    self._leg_base = self.completion_tokens
-                    self.reported_completion = None
-                    raise Preempted()
+                    raise self._preempted()
         if not self.started:
             raise BackendError(
                 "The backend closed the stream without sending anything.", retryable=True
@@ -305,6 +306,31 @@ class Relay:
         if named is None:
             await self.sink.event(DONE)
         await self.sink.finish()
+
+    async def _unless_evicted_first(
+        self, chunks: AsyncIterator[bytes], evict: Evictable | None, can_resume: bool
+    ) -> AsyncGenerator[bytes]:
+        """`chunks`, the wait for the first one raced against the eviction. A request queued
+        in the engine sends nothing until it runs (vLLM's first event comes with its first
+        output: `chat_completion_stream_generator`), so an eviction looked at only between
+        chunks would wait for that, holding the backend's one eviction at a time meanwhile.
+        Once chunks flow, one comes every engine step: checking between them is enough."""
+        if evict is not None and self._may_stop(can_resume):
+            try:
+                first = await _unless_evicted(anext(chunks), evict)
+            except Preempted:
+                raise self._preempted() from None
+            except StopAsyncIteration:
+                return
+            yield first
+        async for chunk in chunks:
+            yield chunk
+
+    def _preempted(self) -> Preempted:
+        """Stop this leg for the scheduler: the next `forward` continues from what was sent."""
+        self._leg_base = self.completion_tokens
+        self.reported_completion = None
+        return Preempted()
 
     def _model_rename(self, upstream_model: str) -> tuple[bytes, bytes] | None:
         """The backend's model name to the public one, in every event (None: they are one)."""
@@ -488,7 +514,9 @@ async def _unless_evicted(call: Awaitable[T], evict: Evictable) -> T:
         evicted.cancel()
         if not work.done():
             work.cancel()
-    if not work.done() or work.cancelled():
+            # Its clean-up (the upstream request closed) is over before anything goes on.
+            await asyncio.wait((work,))
+    if work.cancelled():
         raise Preempted()
     return work.result()
 

@@ -73,6 +73,12 @@ class SnapshotCollector(Collector):
         max_in_flight = GaugeMetricFamily(
             "llmserver_backend_max_in_flight", "Configured in-flight limit.", labels=["backend"]
         )
+        costs = GaugeMetricFamily(
+            "llmserver_backend_cost_seconds",
+            "The backend's learned costs: seconds per decode step (step) and per prompt token "
+            "prefilled (prefill_per_token), what a pause is weighed by.",
+            labels=["backend", "name"],
+        )
         stale = GaugeMetricFamily(
             "llmserver_backend_stale",
             "1 while the backend's scraped metrics are older than METRICS_STALE_AFTER.",
@@ -84,6 +90,10 @@ class SnapshotCollector(Collector):
                 capacity.add_metric([b.name], b.capacity)
             max_in_flight.add_metric([b.name], b.max_in_flight)
             stale.add_metric([b.name], 1.0 if b.stale else 0.0)
+            if b.step_seconds is not None:
+                costs.add_metric([b.name, "step"], b.step_seconds)
+            if b.prefill_seconds_per_token is not None:
+                costs.add_metric([b.name, "prefill_per_token"], b.prefill_seconds_per_token)
             for g in b.gates:
                 gate.add_metric([b.name, str(g.band)], 1.0 if g.open else 0.0)
             if b.metrics is not None:
@@ -97,6 +107,16 @@ class SnapshotCollector(Collector):
         yield max_in_flight
         yield stale
         yield scraped
+        yield costs
+        decisions = CounterMetricFamily(
+            "llmserver_preemption_decisions",
+            "Preemption's decisions for jobs waiting on full backends, by reason "
+            "(evict_pays, evict_costs_unknown, wait_for_completion).",
+            labels=["reason"],
+        )
+        for reason, count in sorted(snap.preemption.items()):
+            decisions.add_metric([reason], count)
+        yield decisions
 
     def _usage_metrics(self) -> Iterator[Metric]:
         pending = GaugeMetricFamily(

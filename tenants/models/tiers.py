@@ -69,11 +69,12 @@ class Tier(models.Model):
     preempt_after_ms = models.FloatField(
         null=True,
         blank=True,
-        default=150.0,
+        default=50.0,
         validators=[MinValueValidator(0.0)],
         help_text="When a request of this tier has waited this long (ms) while every backend "
         "slot is busy, one running request of a lower tier, or of a user over their share, is "
-        "paused for it. Blank: this tier never pauses others.",
+        "paused for it, unless a running request should end sooner than the pause would cost "
+        "the engine (learned from its metrics). Blank: this tier never pauses others.",
     )
     within_principal = models.CharField(
         max_length=4,

@@ -4,6 +4,7 @@ once a Responses or Messages stream has begun, since nothing continues such an a
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncGenerator
 from typing import Any
@@ -154,3 +155,36 @@ async def test_a_begun_named_event_stream_declines_the_eviction_and_ends_whole(k
     assert ticket.declined == len(NAMED_STREAMS[kind]) - 1  # after each event but the last
     assert sink.names[-1] in (b"response.completed", b"message_stop")
     assert relay.completion_tokens == 2
+
+
+async def test_a_stream_queued_in_the_engine_gives_up_its_slot_without_waiting_to_run():
+    """vLLM sends a queued stream nothing until it runs: the eviction must not wait for that
+    (the backend takes one eviction at a time, so every other waiter would wait too)."""
+    closed = asyncio.Event()
+
+    class Queued(Upstream):
+        async def stream_chat(self, path: str, body: dict[str, Any], **kw: Any):
+            try:
+                await asyncio.sleep(30)  # its turn in the engine's queue, never reached here
+                yield b""
+            finally:
+                closed.set()  # the upstream request is closed: the engine drops it
+
+    class EvictedLater(Evicted):
+        evict_requested = False
+
+        def __init__(self) -> None:
+            self.asked = asyncio.Event()
+
+        async def eviction(self) -> None:
+            await self.asked.wait()
+
+    ticket = EvictedLater()
+    relay = Relay(Sink(), request(), dict, "chatcmpl-3")
+    forward = asyncio.ensure_future(relay.forward(Queued(), "m", 0, ticket, can_resume=True))  # type: ignore[arg-type]
+    await asyncio.sleep(0.05)
+    assert not forward.done()
+    ticket.asked.set()
+    with pytest.raises(Preempted):
+        await asyncio.wait_for(forward, 5)
+    assert closed.is_set() and relay.completion_tokens == 0

@@ -98,6 +98,16 @@ def test_llamacpps_tpot_comes_from_its_counters_over_the_window_not_its_rate_gau
     )
 
 
+def test_llamacpps_prefill_cost_per_token_is_its_prompt_counters_over_the_window():
+    text = fixture("llamacpp.txt")
+    reader = MetricsReader("llamacpp")
+    assert reader.read(text, now=1.0).prefill_seconds_per_token is None  # no window yet
+    later = text.replace("prompt_tokens_total 45", "prompt_tokens_total 145").replace(
+        "prompt_seconds_total 0.818701", "prompt_seconds_total 1.318701"
+    )
+    assert reader.read(later, now=2.0).prefill_seconds_per_token == pytest.approx(0.005)
+
+
 def test_a_window_without_tokens_gives_no_tpot_and_a_reset_counter_is_not_negative():
     reader = MetricsReader("vllm")
     reader.read(exposition(10.0, 100), now=1.0)
@@ -139,6 +149,8 @@ async def test_it_reads_the_simulators_own_output_across_two_scrapes(kind):
         assert second.waiting == 0 and second.running == 0 and second.kv_cache_usage == 0
         if kind != "tgi":
             assert second.ttft_seconds > 0
+        if kind == "vllm":  # its per-request prefill histograms, as vLLM exports them
+            assert 0 < second.prefill_seconds_per_token < 1
     finally:
         sim.stop()
 

@@ -15,7 +15,7 @@ def test_it_is_json_serialisable_with_the_agreed_keys() -> None:
     s.update_metrics("b1", fresh())
     s.submit(job(ALICE), 0.0)
     snap = json.loads(json.dumps(asdict(build_snapshot(s, 1.0))))
-    assert set(snap) == {"at", "queues", "backends", "totals"}
+    assert set(snap) == {"at", "queues", "backends", "totals", "preemption"}
     assert set(snap["queues"][0]) == {
         "model",
         "band",
@@ -37,6 +37,8 @@ def test_it_is_json_serialisable_with_the_agreed_keys() -> None:
         "usable",
         "metrics",
         "gates",
+        "step_seconds",
+        "prefill_seconds_per_token",
     } <= set(b1)
     assert set(b1["metrics"]) == {
         "waiting",
@@ -47,6 +49,7 @@ def test_it_is_json_serialisable_with_the_agreed_keys() -> None:
         "healthy",
         "scraped_at",
         "capacity",
+        "prefill_seconds_per_token",
     }
     assert set(snap["totals"]) == {
         "queued",

@@ -23,7 +23,7 @@ from scheduling import (
 from scheduling.lanes import EntryState
 
 TICK = 0.05  # the engine's step, and how often the relays report
-PREEMPT_AFTER = 0.15  # the interactive tier's default
+PREEMPT_AFTER = 0.05  # the interactive tier's default
 TOKENS_PER_SECOND = 40.0  # one sequence's decode rate
 SLOW = settings(max_examples=25, deadline=None)
 

@@ -41,7 +41,9 @@
   }
 
   function pct(x) { return x === null || x === undefined ? "-" : (x * 100).toFixed(0) + "%"; }
-  function ms(x) { return x === null || x === undefined ? "-" : (x * 1000).toFixed(0) + " ms"; }
+  function ms(x, digits) {
+    return x === null || x === undefined ? "-" : (x * 1000).toFixed(digits || 0) + " ms";
+  }
   function clock(t) { return new Date(t).toLocaleTimeString([], { hour12: false }); }
 
   // Charts ------------------------------------------------------------------------------------
@@ -256,6 +258,7 @@
       cell(tr, b.in_flight + " / " + b.max_in_flight);
       cell(tr, b.has_metrics ? m.waiting : "n/a"); cell(tr, b.has_metrics ? m.running : "n/a");
       cell(tr, pct(m.kv_cache_usage)); cell(tr, ms(m.tpot_seconds));
+      cell(tr, ms(b.step_seconds)); cell(tr, ms(b.prefill_seconds_per_token, 3));
       const g = cell(tr, "", "gates");
       (b.gates || []).forEach(function (gate) {
         const s = document.createElement("span");
