@@ -5,27 +5,58 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenants', '0023_rerank_and_score_endpoints'),
+        ("tenants", "0023_rerank_and_score_endpoints"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='StoredResponse',
+            name="StoredResponse",
             fields=[
-                ('id', models.CharField(editable=False, max_length=64, primary_key=True, serialize=False)),
-                ('user', models.CharField(help_text='The user of the key that made it.', max_length=128)),
-                ('model', models.CharField(max_length=128)),
-                ('conversation', models.JSONField(help_text="The input items of a request that continues this response: every earlier turn's input and output, then this one's (instructions are not carried over).")),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('expires_at', models.DateTimeField(help_text='After this it is not found, and pruned.')),
-                ('api_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='responses', to='tenants.apikey')),
-                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='responses', to='tenants.tenant')),
+                (
+                    "id",
+                    models.CharField(
+                        editable=False, max_length=64, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "user",
+                    models.CharField(help_text="The user of the key that made it.", max_length=128),
+                ),
+                ("model", models.CharField(max_length=128)),
+                (
+                    "conversation",
+                    models.JSONField(
+                        help_text="The input items of a request that continues this response: every earlier turn's input and output, then this one's (instructions are not carried over)."
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "expires_at",
+                    models.DateTimeField(help_text="After this it is not found, and pruned."),
+                ),
+                (
+                    "api_key",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="responses",
+                        to="tenants.apikey",
+                    ),
+                ),
+                (
+                    "tenant",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="responses",
+                        to="tenants.tenant",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'stored response',
-                'indexes': [models.Index(fields=['expires_at'], name='response_expiry')],
+                "verbose_name": "stored response",
+                "indexes": [models.Index(fields=["expires_at"], name="response_expiry")],
             },
         ),
     ]
