@@ -76,7 +76,7 @@ NAMES = {"owner": "alice", "same_tenant": "bob", "tenant_admin": "ada", "other_t
 
 
 @dataclass
-class Cast:
+class AcmeCast:
     """Each actor's key (made by them for themselves) and person (to sign in to the portal)."""
 
     tenant: Tenant
@@ -87,7 +87,7 @@ class Cast:
 
 
 @pytest.fixture
-def acme_cast(world: dict[str, Any], settings: Any, tmp_path: Path) -> Cast:
+def acme_cast(world: dict[str, Any], settings: Any, tmp_path: Path) -> AcmeCast:
     """alice and bob, members of acme; ada, its administrator; charlie, globex's."""
     settings.LLMSERVER = {**settings.LLMSERVER, "FILES_DIR": str(tmp_path / "files")}
     acme: Tenant = world["tenant"]
@@ -104,7 +104,7 @@ def acme_cast(world: dict[str, Any], settings: Any, tmp_path: Path) -> Cast:
             tenant=tenant, user=name, owner=person, app_type=AppType.CHAT
         )
         people[actor] = person
-    return Cast(acme, keys, people, made["owner"])
+    return AcmeCast(acme, keys, people, made["owner"])
 
 
 @pytest.fixture

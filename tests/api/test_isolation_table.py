@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from tenants.models import AppType, Batch, BatchStatus, Membership, Role
 from tests.api.batch_helpers import call, chat_line, jsonl, upload
-from tests.api.conftest import ACTORS, MODEL, Cast, chat_body, read_all, start
+from tests.api.conftest import ACTORS, MODEL, AcmeCast, chat_body, read_all, start
 
 LOGIN = 302  # a portal page sends an anonymous caller to sign in
 ACCEPTED, REFUSED = 101, 4403  # a socket opened, or closed with the portal's FORBIDDEN
@@ -41,13 +41,13 @@ OWN_KEY = {"owner": 200, "same_tenant": 404, "tenant_admin": 200, "other_tenant"
 # ---- the objects, each alice's -------------------------------------------------------------
 
 
-async def a_file(acme_cast: Cast) -> str:
+async def a_file(acme_cast: AcmeCast) -> str:
     status, uploaded = await upload(acme_cast.keys["owner"] or "", jsonl([chat_line("a")]))
     assert status == 200, uploaded
     return str(uploaded["id"])
 
 
-async def a_batch(acme_cast: Cast) -> str:
+async def a_batch(acme_cast: AcmeCast) -> str:
     """Running, and held by another process's lease, so that this process's runner leaves it."""
     file_id = await a_file(acme_cast)
     now = timezone.now()
@@ -65,7 +65,7 @@ async def a_batch(acme_cast: Cast) -> str:
     return str(batch.pk)
 
 
-async def a_request(acme_cast: Cast) -> str:
+async def a_request(acme_cast: AcmeCast) -> str:
     """A long stream of alice's, running while the row is tried."""
     comm = await start(acme_cast.keys["owner"], chat_body(max_tokens=2000))
     head = await comm.receive_output(10)
@@ -86,7 +86,7 @@ class ApiRow:
     route: str
     method: str
     path: str  # with {id}
-    make: Callable[[Cast], Awaitable[str]]
+    make: Callable[[AcmeCast], Awaitable[str]]
     missing: str
     expect: dict[str, int] = field(default_factory=lambda: dict(API))
 
@@ -240,7 +240,7 @@ def _error_without_id(body: bytes, object_id: str) -> Any:
 @pytest.mark.parametrize("actor", ACTORS)
 @pytest.mark.parametrize("row", API_ROWS, ids=_row_id)
 async def test_an_api_route_answers_each_caller_as_the_rule_says(
-    gateway: Any, acme_cast: Cast, row: ApiRow, actor: str
+    gateway: Any, acme_cast: AcmeCast, row: ApiRow, actor: str
 ) -> None:
     object_id = await row.make(acme_cast)
     try:
@@ -265,7 +265,7 @@ async def _respond(key: str | None, **fields: Any) -> tuple[int, Any]:
 
 @pytest.mark.parametrize("actor", ACTORS)
 async def test_a_previous_response_id_answers_each_caller_as_the_rule_says(
-    gateway: Any, acme_cast: Cast, actor: str
+    gateway: Any, acme_cast: AcmeCast, actor: str
 ) -> None:
     """An id named in a body, by the same rule; this engine keeps no responses at all."""
     status, first = await _respond(acme_cast.keys["owner"], input="Mine")
@@ -284,7 +284,7 @@ async def test_a_previous_response_id_answers_each_caller_as_the_rule_says(
 # ---- the portal ------------------------------------------------------------------------------
 
 
-def _portal_args(acme_cast: Cast, target: str, missing: bool) -> dict[str, Any]:
+def _portal_args(acme_cast: AcmeCast, target: str, missing: bool) -> dict[str, Any]:
     args: dict[str, Any] = {"slug": acme_cast.tenant.slug}
     if target == "key":
         args["key_id"] = 999_999 if missing else acme_cast.alice_key.pk
@@ -294,7 +294,7 @@ def _portal_args(acme_cast: Cast, target: str, missing: bool) -> dict[str, Any]:
     return args
 
 
-def _portal_call(acme_cast: Cast, row: PortalRow, actor: str, missing: bool = False) -> Any:
+def _portal_call(acme_cast: AcmeCast, row: PortalRow, actor: str, missing: bool = False) -> Any:
     client = Client()
     if actor != "anonymous":
         client.force_login(acme_cast.people[actor])
@@ -308,7 +308,7 @@ def _portal_call(acme_cast: Cast, row: PortalRow, actor: str, missing: bool = Fa
 @pytest.mark.parametrize("actor", ACTORS)
 @pytest.mark.parametrize("row", PORTAL_ROWS, ids=_row_id)
 def test_a_portal_route_answers_each_caller_as_the_rule_says(
-    acme_cast: Cast, row: PortalRow, actor: str
+    acme_cast: AcmeCast, row: PortalRow, actor: str
 ) -> None:
     response = _portal_call(acme_cast, row, actor)
     if actor == "anonymous":
@@ -323,7 +323,7 @@ def test_a_portal_route_answers_each_caller_as_the_rule_says(
 @pytest.mark.parametrize("actor", ACTORS)
 @pytest.mark.parametrize("route", list(SOCKET_ROWS))
 async def test_a_portal_socket_answers_each_caller_as_the_rule_says(
-    acme_cast: Cast, route: str, actor: str
+    acme_cast: AcmeCast, route: str, actor: str
 ) -> None:
     from llmserver import dashboard
 

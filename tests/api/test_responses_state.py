@@ -23,7 +23,7 @@ from django.utils import timezone
 from simulator.launcher import RunningSimulator, start_simulator
 from simulator.protocol import chat_prompt, tokenize
 from tenants.models import StoredResponse, UsageRecord
-from tests.api.conftest import MODEL, Cast, read_all, simulator_metric, start
+from tests.api.conftest import MODEL, AcmeCast, read_all, simulator_metric, start
 from tests.api.http_helpers import openai_error
 
 
@@ -61,7 +61,7 @@ def stream_events(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
 
 
 async def test_a_response_id_is_the_gateways_own_and_is_kept_with_its_owner(
-    gateway, acme_cast: Cast
+    gateway, acme_cast: AcmeCast
 ):
     status, headers, body = await respond(acme_cast.keys["owner"], input="Hello")
     assert status == 200 and body["id"].startswith("resp_")
@@ -75,7 +75,7 @@ async def test_a_response_id_is_the_gateways_own_and_is_kept_with_its_owner(
 
 
 async def test_a_streamed_response_names_the_gateways_id_in_every_response_event(
-    gateway, acme_cast: Cast
+    gateway, acme_cast: AcmeCast
 ):
     body = json.dumps({"model": MODEL, "max_output_tokens": 3, "input": "Hi", "stream": True})
     comm = await start(acme_cast.keys["owner"], body.encode(), "/v1/responses")
@@ -86,7 +86,7 @@ async def test_a_streamed_response_names_the_gateways_id_in_every_response_event
     assert await sync_to_async(StoredResponse.objects.filter(pk=request_id).exists)()
 
 
-async def test_a_response_with_store_false_is_not_kept(gateway, acme_cast: Cast):
+async def test_a_response_with_store_false_is_not_kept(gateway, acme_cast: AcmeCast):
     _, _, body = await respond(acme_cast.keys["owner"], input="Hello", store=False)
     assert not await sync_to_async(StoredResponse.objects.filter(pk=body["id"]).exists)()
     status, _, refused = await respond(
@@ -96,7 +96,7 @@ async def test_a_response_with_store_false_is_not_kept(gateway, acme_cast: Cast)
 
 
 async def test_another_tenants_previous_response_is_a_404_and_the_engine_sees_nothing(
-    gateway, acme_cast: Cast, world
+    gateway, acme_cast: AcmeCast, world
 ):
     _, _, first = await respond(acme_cast.keys["owner"], input="My secret is 42")
     before = await engine_counts(world["sim"])
@@ -115,7 +115,7 @@ async def test_another_tenants_previous_response_is_a_404_and_the_engine_sees_no
 
 
 async def test_a_previous_response_of_another_user_is_the_same_404_as_one_never_made(
-    gateway, acme_cast: Cast
+    gateway, acme_cast: AcmeCast
 ):
     _, _, first = await respond(acme_cast.keys["owner"], input="Mine")
     _, _, theirs = await respond(
@@ -129,7 +129,7 @@ async def test_a_previous_response_of_another_user_is_the_same_404_as_one_never_
     ].replace("resp_never", "ID")
 
 
-async def test_the_tenant_administrator_may_continue_a_users_response(gateway, acme_cast: Cast):
+async def test_the_tenant_administrator_may_continue_a_users_response(gateway, acme_cast: AcmeCast):
     _, _, first = await respond(acme_cast.keys["owner"], input="Mine")
     status, _, body = await respond(
         acme_cast.keys["tenant_admin"], input="Go on", previous_response_id=first["id"]
@@ -138,7 +138,7 @@ async def test_the_tenant_administrator_may_continue_a_users_response(gateway, a
 
 
 async def test_a_chained_request_reaches_the_engine_as_the_whole_conversation(
-    gateway, acme_cast: Cast
+    gateway, acme_cast: AcmeCast
 ):
     key = acme_cast.keys["owner"]
     _, _, first = await respond(key, input="My name is Ada", instructions="Be brief")
@@ -156,7 +156,7 @@ async def test_a_chained_request_reaches_the_engine_as_the_whole_conversation(
     assert second["usage"]["input_tokens"] == len(tokenize(chat_prompt(conversation)))
 
 
-async def test_a_chain_of_three_turns_carries_every_earlier_turn(gateway, acme_cast: Cast):
+async def test_a_chain_of_three_turns_carries_every_earlier_turn(gateway, acme_cast: AcmeCast):
     key = acme_cast.keys["owner"]
     _, _, one = await respond(key, input="one")
     _, _, two = await respond(key, input="two", previous_response_id=one["id"])
@@ -172,14 +172,14 @@ async def test_a_chain_of_three_turns_carries_every_earlier_turn(gateway, acme_c
     assert three["usage"]["input_tokens"] == len(tokenize(chat_prompt(conversation)))
 
 
-async def test_the_engines_own_store_is_never_used(gateway, acme_cast: Cast, world):
+async def test_the_engines_own_store_is_never_used(gateway, acme_cast: AcmeCast, world):
     _, _, body = await respond(acme_cast.keys["owner"], input="Hello")
     async with httpx.AsyncClient() as client:
         stored = await client.get(f"{world['sim'].url}/v1/responses/{body['id']}")
     assert stored.status_code == 404  # the engine was sent `store: false`
 
 
-async def test_an_expired_response_is_not_found(gateway, acme_cast: Cast):
+async def test_an_expired_response_is_not_found(gateway, acme_cast: AcmeCast):
     _, _, first = await respond(acme_cast.keys["owner"], input="Old")
     await sync_to_async(StoredResponse.objects.filter(pk=first["id"]).update)(
         expires_at=timezone.now() - timedelta(seconds=1)
@@ -190,7 +190,9 @@ async def test_an_expired_response_is_not_found(gateway, acme_cast: Cast):
     assert status == 404
 
 
-async def test_a_refused_previous_response_writes_one_rejected_usage_row(gateway, acme_cast: Cast):
+async def test_a_refused_previous_response_writes_one_rejected_usage_row(
+    gateway, acme_cast: AcmeCast
+):
     status, headers, _ = await respond(
         acme_cast.keys["owner"], input="x", previous_response_id="resp_never"
     )
@@ -206,6 +208,8 @@ async def test_a_refused_previous_response_writes_one_rejected_usage_row(gateway
     ("field", "value"),
     [("previous_response_id", 42), ("previous_response_id", ""), ("store", "yes")],
 )
-async def test_a_malformed_state_field_is_a_400_naming_it(gateway, acme_cast: Cast, field, value):
+async def test_a_malformed_state_field_is_a_400_naming_it(
+    gateway, acme_cast: AcmeCast, field, value
+):
     status, _, body = await respond(acme_cast.keys["owner"], input="x", **{field: value})
     assert status == 400 and body["error"]["param"] == field
