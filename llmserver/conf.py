@@ -55,6 +55,9 @@ class GatewaySettings:
     # Per-request usage rows older than this many whole UTC days are deleted (tenants/retention.py);
     # their sums live on in the daily roll-ups, which every report, budget and quota reads.
     usage_retention_days: int = 90
+    # A response the gateway returned can be continued (`previous_response_id`) for this many
+    # days, as at OpenAI; then it is not found and is pruned (llmserver/pipeline/responses.py).
+    responses_retention_days: int = 30
     key_cache_seconds: float = 30.0
     drain_seconds: float = 30.0
     # /metrics names tenants and counts their tokens: a bearer token and/or the client networks

@@ -191,6 +191,9 @@ LLMSERVER = {
     "USAGE_BATCH_SIZE": env_int("USAGE_BATCH_SIZE", D.usage_batch_size, minimum=1),
     # Its least value is tenants.retention.MIN_DAYS, checked at start (gateway.E004).
     "USAGE_RETENTION_DAYS": env_int("USAGE_RETENTION_DAYS", D.usage_retention_days),
+    "RESPONSES_RETENTION_DAYS": env_int(
+        "RESPONSES_RETENTION_DAYS", D.responses_retention_days, minimum=1
+    ),
     "KEY_CACHE_SECONDS": env_float("KEY_CACHE_SECONDS", D.key_cache_seconds, minimum=0.0),
     "DRAIN_SECONDS": env_float("DRAIN_SECONDS", D.drain_seconds, minimum=0.0),
     "CLIENT_READ_TIMEOUT": env_float("CLIENT_READ_TIMEOUT", D.client_read_timeout, minimum=0.1),

@@ -82,6 +82,7 @@ class SimulatorApp:
         runner: str = "both",
         natural_stop: str = "when-unlimited",
         refuse_priority_under_fcfs: bool = False,
+        responses_store: bool = False,
     ) -> None:
         if runner not in RUNNERS:
             raise ValueError(f"runner must be one of {RUNNERS}")
@@ -93,6 +94,7 @@ class SimulatorApp:
         self.engine = Engine(config, on_cache_events=publish, token_id=token_id)
         self.model, self.fmt, self.runner = model, fmt, runner
         self.refuse_priority = refuse_priority_under_fcfs
+        self.response_store = responses.ResponseStore() if responses_store else None
         blocks = config.block_tokens if config.prefix_cache_blocks else 0
         self.spec = ModelSpec(model, fmt, config.model_len, natural_stop, blocks)
         self.registry = build_registry(self.engine, model, fmt, legacy_metric_names)
@@ -218,7 +220,7 @@ class SimulatorApp:
         if body is None:
             return
         try:
-            req, out = responses.parse(body, self.spec)
+            req, out = responses.parse(body, self.spec, self.response_store)
             priority = self._priority(req.priority)
         except RequestError as exc:
             await _json(send, exc.status, exc.body())
@@ -227,7 +229,8 @@ class SimulatorApp:
 
     async def _stored_response(self, path: str, method: str, send: Send) -> None:
         """GET /v1/responses/{id} and POST /v1/responses/{id}/cancel: vLLM stores no response
-        unless `VLLM_ENABLE_RESPONSES_API_STORE` is set, so every id is unknown."""
+        unless `VLLM_ENABLE_RESPONSES_API_STORE` is set, so every id is unknown; with the store
+        on, GET returns a stored one (a cancel has nothing left to cancel: not modelled)."""
         rest = path.removeprefix("/v1/responses/")
         cancel = rest.endswith("/cancel")
         response_id = rest.removesuffix("/cancel")
@@ -235,6 +238,10 @@ class SimulatorApp:
             status = 404 if not response_id or "/" in response_id else 405
             detail = "Not Found" if status == 404 else "Method Not Allowed"
             await _json(send, status, {"detail": detail})
+            return
+        store = self.response_store
+        if store is not None and not cancel and response_id in store.responses:
+            await _json(send, 200, store.responses[response_id])
             return
         exc = responses.not_found(response_id)
         await _json(send, exc.status, exc.body())

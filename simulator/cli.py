@@ -65,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also expose vLLM's pre-v1 names (gpu_cache_usage_perc, time_per_output_token_seconds)",
     )
     parser.add_argument(
+        "--enable-responses-store",
+        action="store_true",
+        help="keep responses as vLLM does with VLLM_ENABLE_RESPONSES_API_STORE=1: in memory, "
+        "for every caller, so that any previous_response_id can be continued",
+    )
+    parser.add_argument(
         "--refuse-priority-under-fcfs",
         action="store_true",
         help="refuse a non-zero priority under fcfs with 400, as vLLM's V0 engine did (before "
@@ -105,6 +111,7 @@ def serve(options: dict[str, object]) -> None:
         natural_stop=str(options.get("natural_stop", "when-unlimited")),
         legacy_metric_names=bool(options["legacy_metric_names"]),
         refuse_priority_under_fcfs=bool(options.get("refuse_priority_under_fcfs")),
+        responses_store=bool(options.get("enable_responses_store")),
         kv_events=KvEventsConfig.parse(str(options["kv_events_config"]))
         if options.get("kv_events_config")
         else None,

@@ -39,12 +39,22 @@ string `input` as a user message or the listed messages); usage from `responses/
   `previous_response_id`: nothing is stored, so it is a 404 "Response with id '...' not found."
   (type "invalid_request_error", param "response_id"), as are GET /v1/responses/{id} and POST
   /v1/responses/{id}/cancel. Tools and reasoning are not modelled: tools are echoed, never called.
+- With the store on (`--enable-responses-store`, vLLM's `VLLM_ENABLE_RESPONSES_API_STORE=1`), as
+  `responses/serving.py` keeps it: one in-memory store for every caller, never evicted
+  (`response_store`, the final response by its id; `msg_store`, the messages its prompt was made
+  of), written for a request whose `store` is true (the default); a `previous_response_id`
+  found there is continued as `construct_input_messages` in `responses/utils.py` builds it: this
+  request's `instructions` as the system message, the earlier messages less their system
+  message, the earlier output's text as assistant messages, then this input. Any caller may
+  continue any stored id: the engine knows no tenants. GET /v1/responses/{id} returns a stored
+  response. `background` stays refused (not modelled).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from simulator.protocol import (
@@ -84,12 +94,36 @@ def not_found(response_id: str) -> RequestError:
     )
 
 
-def _messages(body: dict[str, Any]) -> list[Any]:
-    """`construct_input_messages`: instructions as a system message, then the input."""
+class ResponseStore:
+    """vLLM's `response_store` and `msg_store`, when `VLLM_ENABLE_RESPONSES_API_STORE` is set."""
+
+    def __init__(self) -> None:
+        self.responses: dict[str, dict[str, Any]] = {}
+        self.messages: dict[str, list[Any]] = {}
+
+    def keep(self, response: dict[str, Any], messages: list[Any]) -> None:
+        self.responses[response["id"]] = response
+        self.messages[response["id"]] = messages
+
+
+def _earlier(store: ResponseStore, response_id: str) -> list[Any]:
+    """What `construct_input_messages` puts before this input: the stored messages less their
+    system message, then the stored output's text as assistant messages."""
+    messages = [m for m in store.messages[response_id] if m.get("role") != "system"]
+    for item in store.responses[response_id].get("output", []):
+        for part in item.get("content") or []:
+            messages.append({"role": "assistant", "content": part.get("text", "")})
+    return messages
+
+
+def _messages(body: dict[str, Any], earlier: list[Any] | None = None) -> list[Any]:
+    """`construct_input_messages`: instructions as a system message, the conversation this
+    continues, then the input."""
     messages: list[Any] = []
     instructions = body.get("instructions")
     if instructions:
         messages.append({"role": "system", "content": instructions})
+    messages += earlier or []
     source = body["input"]
     if isinstance(source, str):
         messages.append({"role": "user", "content": source})
@@ -177,7 +211,10 @@ def _response_object(
     }
 
 
-def parse(raw: bytes, spec: ModelSpec) -> tuple[SimRequest, ResponsesStream]:
+def parse(
+    raw: bytes, spec: ModelSpec, store: ResponseStore | None = None
+) -> tuple[SimRequest, ResponsesStream]:
+    """`store`: the engine's response store, None when it is off (vLLM's default)."""
     body = json_body(raw)
     background, tool_choice, tools = _model_validators(body)
     # The fields.
@@ -195,7 +232,8 @@ def parse(raw: bytes, spec: ModelSpec) -> tuple[SimRequest, ResponsesStream]:
     # `_create_responses`, in its order.
     spec.check_model(body)
     if background:
-        raise RequestError(400, STORE_DISABLED, "background", kind="invalid_request_error")
+        reason = STORE_DISABLED if store is None else "background is not modelled"
+        raise RequestError(400, reason, "background", kind="invalid_request_error")
     if body.get("previous_input_messages") and body.get("previous_response_id"):
         raise RequestError(
             400,
@@ -203,9 +241,14 @@ def parse(raw: bytes, spec: ModelSpec) -> tuple[SimRequest, ResponsesStream]:
             "previous_response_id",
             kind="invalid_request_error",
         )
-    if body.get("previous_response_id") is not None:
-        raise not_found(str(body["previous_response_id"]))
-    prompt_tokens = tokenize(chat_prompt(_messages(body))) or ["<s>"]
+    earlier = None
+    previous = body.get("previous_response_id")
+    if previous is not None:
+        if store is None or str(previous) not in store.responses:
+            raise not_found(str(previous))
+        earlier = _earlier(store, str(previous))
+    messages = _messages(body, earlier)
+    prompt_tokens = tokenize(chat_prompt(messages)) or ["<s>"]
     if truncation != "disabled":
         keep = spec.max_model_len - (1 if requested else 0)
         prompt_tokens = prompt_tokens[: max(keep, 1)]
@@ -221,6 +264,8 @@ def parse(raw: bytes, spec: ModelSpec) -> tuple[SimRequest, ResponsesStream]:
     max_tokens = get_max_tokens(len(prompt_tokens), requested, spec.max_model_len)
     check_sampling(1, temperature, max_tokens)
     response = _response_object(body, spec, background, tool_choice, tools, max_tokens)
+    response["previous_response_id"] = previous
+    keep = store is not None and bool_field(body, "store", True)
     req = SimRequest(
         chat=True,
         prompt_tokens=prompt_tokens,
@@ -232,7 +277,8 @@ def parse(raw: bytes, spec: ModelSpec) -> tuple[SimRequest, ResponsesStream]:
             prompt_tokens, 1, requested is not None, bool_field(body, "ignore_eos", False)
         ),
     )
-    return req, ResponsesStream(req, response, spec.block_tokens)
+    on_final = (lambda final: store.keep(final, messages)) if store and keep else None
+    return req, ResponsesStream(req, response, spec.block_tokens, on_final)
 
 
 class ResponsesStream:
@@ -240,8 +286,15 @@ class ResponsesStream:
 
     content_type = b"text/event-stream; charset=utf-8"
 
-    def __init__(self, req: SimRequest, response: dict[str, Any], block_tokens: int) -> None:
+    def __init__(
+        self,
+        req: SimRequest,
+        response: dict[str, Any],
+        block_tokens: int,
+        on_final: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.req, self.response, self.block_tokens = req, response, block_tokens
+        self.on_final = on_final  # the store's, where the engine keeps responses
         self.sequence = 0
         self.item_id = f"msg_{uuid.uuid4().hex}"
         self.text = ""
@@ -359,10 +412,13 @@ class ResponsesStream:
             },
             "total_tokens": prompt + result.tokens,
         }
-        return {
+        final = {
             **self.response,
             "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
             "output": output,
             "status": "incomplete" if incomplete else "completed",
             "usage": usage,
         }
+        if self.on_final is not None:
+            self.on_final(final)
+        return final

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, time, timedelta
 
 from django.db import connection
 
-from tenants.models import UsageRecord
+from tenants.models import StoredResponse, UsageRecord
 from tenants.models.usage_daily import rollup_trigger_installed
 
 BATCH = 5000
@@ -64,3 +64,10 @@ def prune_batch(before: datetime, size: int = BATCH) -> int:
             [connection.ops.adapt_datetimefield_value(before), size],
         )
         return max(int(cursor.rowcount), 0)
+
+
+def prune_responses(now: datetime) -> int:
+    """Forget the Responses state past its retention (each row's `expires_at`); how many went.
+    Expired rows are already not found, so this only gives the space back."""
+    deleted, _ = StoredResponse.objects.filter(expires_at__lte=now).delete()
+    return deleted

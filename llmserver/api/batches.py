@@ -2,8 +2,8 @@
 
 A batch is created `validating` and answered at once; the gateway's batch runner
 (`llmserver/batches/runner.py`) validates its lines and runs them on the batch band, and its
-progress shows here (`request_counts`). Like files, a batch is its tenant's: another tenant's
-id is a 404.
+progress shows here (`request_counts`). Like files, a batch is its user's: their keys and their
+tenant administrator's see it and may cancel it; any other key's is a 404.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ DEFAULT_LIST, MAX_LIST = 20, 100
 
 
 class BatchesConsumer(SpooledBodyConsumer):
-    """POST /v1/batches (create) and GET /v1/batches (the tenant's, newest first)."""
+    """POST /v1/batches (create) and GET /v1/batches (those the key sees, newest first)."""
 
     methods = ("GET", "HEAD", "POST")
 
@@ -38,7 +38,7 @@ class BatchesConsumer(SpooledBodyConsumer):
         query = self.query()
         query.pop("order", None)  # OpenAI lists batches newest first only
         page = page_from(query, DEFAULT_LIST, MAX_LIST)
-        found, more = await run_db(records.list_batches, key.tenant_id, page)
+        found, more = await run_db(records.list_batches, key, page)
         await self.send_json(200, list_object([batch_object(b) for b in found], more))
 
 
@@ -46,7 +46,7 @@ class BatchConsumer(SpooledBodyConsumer):
     """GET /v1/batches/{batch_id}."""
 
     async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
-        batch = await run_db(records.get_batch, key.tenant_id, self.route_arg("batch_id"))
+        batch = await run_db(records.get_batch, key, self.route_arg("batch_id"))
         await self.send_json(200, batch_object(batch))
 
 
@@ -56,5 +56,5 @@ class BatchCancelConsumer(SpooledBodyConsumer):
     methods = ("POST",)
 
     async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
-        batch = await run_db(records.cancel_batch, key.tenant_id, self.route_arg("batch_id"))
+        batch = await run_db(records.cancel_batch, key, self.route_arg("batch_id"))
         await self.send_json(200, batch_object(batch))

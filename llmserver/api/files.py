@@ -2,8 +2,9 @@
 
 POST uploads a JSONL file for `purpose=batch` (multipart, up to `FILES_MAX_BYTES`); GET lists
 the tenant's files, `/v1/files/{id}` is one (GET, DELETE) and `/v1/files/{id}/content` its
-bytes, streamed from the store. A file is its tenant's: any key of the tenant sees it, another
-tenant's key gets 404 as for an id that does not exist.
+bytes, streamed from the store. A file is its user's: their keys and their tenant
+administrator's see it (`tenants/visibility.py`); any other key gets 404 as for an id that does
+not exist.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def page_from(query: dict[str, str], default: int, most: int) -> records.Page:
 
 
 class FilesConsumer(SpooledBodyConsumer):
-    """POST /v1/files (an upload) and GET /v1/files (the tenant's files)."""
+    """POST /v1/files (an upload) and GET /v1/files (the files the key sees)."""
 
     methods = ("GET", "HEAD", "POST")
 
@@ -67,9 +68,7 @@ class FilesConsumer(SpooledBodyConsumer):
             return
         query = self.query()
         page = page_from(query, MAX_LIST, MAX_LIST)
-        found, more = await run_db(
-            records.list_files, key.tenant_id, query.get("purpose") or None, page
-        )
+        found, more = await run_db(records.list_files, key, query.get("purpose") or None, page)
         await self.send_json(200, list_object([file_object(f) for f in found], more))
 
     async def upload(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> dict[str, Any]:
@@ -85,7 +84,7 @@ class FilesConsumer(SpooledBodyConsumer):
         try:
             if upload.purpose != FilePurpose.BATCH:
                 raise unsupported_purpose(upload.purpose)
-            await asyncio.to_thread(check_jsonl, dest, conf.batch_max_lines)
+            await asyncio.to_thread(check_jsonl, dest, conf.batch_max_lines, conf.max_body_bytes)
             stored = await run_db(
                 records.create_file,
                 key,
@@ -109,11 +108,9 @@ class FileConsumer(SpooledBodyConsumer):
     async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
         file_id = self.route_arg("file_id")
         if self.scope["method"] != "DELETE":
-            await self.send_json(
-                200, file_object(await run_db(records.get_file, key.tenant_id, file_id))
-            )
+            await self.send_json(200, file_object(await run_db(records.get_file, key, file_id)))
             return
-        storage_name = await run_db(records.delete_file, key.tenant_id, file_id)
+        storage_name = await run_db(records.delete_file, key, file_id)
         await asyncio.to_thread(FileStore(gw.settings.files_dir).delete, storage_name)
         await self.send_json(200, {"id": file_id, "object": "file", "deleted": True})
 
@@ -122,7 +119,7 @@ class FileContentConsumer(SpooledBodyConsumer):
     """GET /v1/files/{file_id}/content: the file's bytes, streamed from the store."""
 
     async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
-        stored = await run_db(records.get_file, key.tenant_id, self.route_arg("file_id"))
+        stored = await run_db(records.get_file, key, self.route_arg("file_id"))
         store = FileStore(gw.settings.files_dir)
         length = await asyncio.to_thread(store.size, stored.storage_name)
         await self.send_headers(

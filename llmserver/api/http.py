@@ -170,7 +170,7 @@ class CompletionsConsumer(JsonHttpConsumer):
             self.body.append(chunk)
         if message.get("more_body"):
             return
-        request_id = new_request_id()
+        request_id = new_request_id(self.kind)
         if self.too_large:
             await self.send_error(too_large(limit), request_id)
             raise StopConsumer()

@@ -1,6 +1,7 @@
-"""GET /v1/requests/{id}: where a live request stands, for the API key that sent it.
+"""GET /v1/requests/{id}: where a live request stands, for a key that sees it: one of its user's
+keys, or its tenant administrator's (`tenants/visibility.py`).
 
-A request the gateway is not running, or one another key sent, is the same 404: a key learns
+A request the gateway is not running, or one the key may not see, is the same 404: a key learns
 nothing about requests that are not its own.
 """
 
@@ -16,7 +17,8 @@ class RequestStatusConsumer(JsonHttpConsumer):
         try:
             gw, key = await self.authorized()
             where = gw.scheduler.position(request_id)
-            if gw.inflight.owners.get(request_id) != key.key_id or where is None:
+            owner = gw.inflight.owners.get(request_id)
+            if owner is None or not key.sees(*owner) or where is None:
                 raise request_not_found(request_id)
         except ApiError as exc:
             await self.send_error(exc)

@@ -124,7 +124,11 @@ class BatchRun:
         """Whether the batch may run: a bad input fails it, with its errors."""
         batch = self.batch
         checked = await asyncio.to_thread(
-            check_lines, numbered_lines(path), batch.endpoint, self.conf.batch_max_lines
+            check_lines,
+            numbered_lines(path),
+            batch.endpoint,
+            self.conf.batch_max_lines,
+            self.conf.max_body_bytes,
         )
         self._check_model(checked, key)
         if checked.errors:
@@ -141,7 +145,7 @@ class BatchRun:
             return
         if model not in self.gw.routes() or not key.allows_model(model):
             message = f"The model '{model}' does not exist or this key may not use it."
-            checked.error("model_not_found", message, None, "body.model")
+            checked.error("model_not_found", message, checked.model_line, "body.model")
 
     # sending ------------------------------------------------------------------------------
 

@@ -6,21 +6,54 @@ progress report, and every later write of its own is conditional on still holdin
 that stops cleanly releases its batches at once; one that dies loses them when the lease ends
 (`BATCH_LEASE_SECONDS`), and another process (or its own restart) resumes them. Plain functions
 for `run_db`.
+
+SQLite has one writer at a time. A write that finds another under way waits the connection's
+timeout, but a transaction that has read and must then write is refused at once (SQLite does not
+wait where waiting could deadlock), and an in-memory database with a shared cache refuses every
+conflicting statement at once. Several batches ending together met exactly that, and a run that
+was only waiting its turn was logged as failed. So `finish` writes first, and every function
+here waits and tries again while SQLite says "locked" (`LOCK_PATIENCE`): each is one conditional
+statement or one transaction, safe to repeat.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import functools
+import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from django.db import transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from tenants.models import Batch, BatchStatus, FilePurpose, StoredFile
 from tenants.models.batches import ACTIVE_STATUSES
+
+P = ParamSpec("P")
+R = TypeVar("R")
+LOCK_PATIENCE = 10.0  # seconds; past that a locked database is a failure, and logged as one
+
+
+def waits_its_turn(fn: Callable[P, R]) -> Callable[P, R]:
+    """`fn`, tried again (backing off) while SQLite answers "database is locked"."""
+
+    @functools.wraps(fn)
+    def patient(*args: P.args, **kwargs: P.kwargs) -> R:
+        deadline, delay = time.monotonic() + LOCK_PATIENCE, 0.01
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except OperationalError as exc:
+                locked = connection.vendor == "sqlite" and "locked" in str(exc)
+                if not locked or connection.in_atomic_block or time.monotonic() > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    return patient
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +85,7 @@ def _free(now: datetime) -> Q:
     return Q(runner="") | Q(lease_until__isnull=True) | Q(lease_until__lt=now)
 
 
+@waits_its_turn
 def claimable(limit: int, running_here: Collection[str]) -> list[str]:
     """Batches no process holds, oldest first."""
     rows = Batch.objects.filter(status__in=ACTIVE_STATUSES).filter(_free(timezone.now()))
@@ -59,6 +93,7 @@ def claimable(limit: int, running_here: Collection[str]) -> list[str]:
     return list(rows.values_list("pk", flat=True)[:limit])
 
 
+@waits_its_turn
 def claim(batch_id: str, token: str, lease_seconds: float) -> Batch | None:
     now = timezone.now()
     taken = (
@@ -69,6 +104,7 @@ def claim(batch_id: str, token: str, lease_seconds: float) -> Batch | None:
     return Batch.objects.get(pk=batch_id) if taken else None
 
 
+@waits_its_turn
 def renew(batch_id: str, token: str, lease_seconds: float, progress: Progress) -> str | None:
     """Report progress and extend the lease; the batch's status now (a cancel shows here), or
     None if this process no longer holds it."""
@@ -81,10 +117,12 @@ def renew(batch_id: str, token: str, lease_seconds: float, progress: Progress) -
     return Batch.objects.filter(pk=batch_id).values_list("status", flat=True).first()
 
 
+@waits_its_turn
 def release(batch_id: str, token: str) -> None:
     Batch.objects.filter(pk=batch_id, runner=token).update(runner="", lease_until=None)
 
 
+@waits_its_turn
 def begin(batch_id: str, token: str, total: int, model: str) -> bool:
     """Validated: `in_progress` (False if it was cancelled meanwhile)."""
     return bool(
@@ -94,6 +132,7 @@ def begin(batch_id: str, token: str, total: int, model: str) -> bool:
     )
 
 
+@waits_its_turn
 def finalizing(batch_id: str, token: str) -> bool:
     """Every line answered: `finalizing` (False if it was cancelled meanwhile)."""
     return bool(
@@ -111,6 +150,7 @@ _ENDED_AT = {
 }
 
 
+@waits_its_turn
 def finish(
     batch_id: str,
     token: str,
@@ -122,8 +162,11 @@ def finish(
     """The batch's end, in one transaction: its output files become files of its owner's, and
     the batch takes its final status and lets go of its runner. False: not ours any more."""
     with transaction.atomic():
-        batch = Batch.objects.select_for_update().filter(pk=batch_id, runner=token).first()
-        if batch is None:
+        # Written first, so SQLite takes its write lock before any read (see the module);
+        # PostgreSQL locks the row, as a SELECT FOR UPDATE would.
+        held = Batch.objects.filter(pk=batch_id, runner=token).update(lease_until=timezone.now())
+        batch = Batch.objects.filter(pk=batch_id, runner=token).first()
+        if not held or batch is None:
             return False
         for output in outputs:
             if output.size == 0:

@@ -103,7 +103,7 @@ async def run_line(
     """The line's result, or None if the batch stopped (cancelled, expired, shut down) while
     the line was still waiting for its turn. `key()` is the owner's key as it is now."""
     while True:
-        request_id = new_request_id()
+        request_id = new_request_id(kind)
         sink = KeepingSink()
         try:
             owner = key()

@@ -1,7 +1,8 @@
-"""The database side of `/v1/files` and `/v1/batches`, always within one tenant.
+"""The database side of `/v1/files` and `/v1/batches`, always as one key sees them.
 
-Plain functions for `run_db` (worker threads). Every lookup is by id *and* tenant, so another
-tenant's id is simply not found (404), never "forbidden".
+Plain functions for `run_db` (worker threads). Every lookup is by id *and* what the key sees
+(its tenant, and its user unless it is its tenant administrator's: `tenants/visibility.py`), so
+another tenant's or another user's id is simply not found (404), never "forbidden".
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ from tenants.models import Batch, BatchStatus, FilePurpose, StoredFile
 from tenants.models.batches import ACTIVE_STATUSES
 
 M = TypeVar("M", bound=Model)
+
+
+def _seen(rows: QuerySet[M], key: KeyInfo) -> QuerySet[M]:
+    """The rows of `rows` (files or batches) that `key` sees."""
+    rows = rows.filter(tenant_id=key.tenant_id)
+    return rows if key.sees_tenant else rows.filter(user=key.user)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,26 +78,27 @@ def create_file(
     )
 
 
-def get_file(tenant_id: int, file_id: str) -> StoredFile:
-    found = StoredFile.objects.filter(tenant_id=tenant_id, pk=file_id).first()
+def get_file(key: KeyInfo, file_id: str) -> StoredFile:
+    found = _seen(StoredFile.objects.all(), key).filter(pk=file_id).first()
     if found is None:
         raise file_not_found(file_id)
     return found
 
 
-def list_files(tenant_id: int, purpose: str | None, page: Page) -> tuple[list[StoredFile], bool]:
-    rows = StoredFile.objects.filter(tenant_id=tenant_id)
+def list_files(key: KeyInfo, purpose: str | None, page: Page) -> tuple[list[StoredFile], bool]:
+    rows = _seen(StoredFile.objects.all(), key)
     if purpose:
         rows = rows.filter(purpose=purpose)
     return _page(rows, page)
 
 
-def delete_file(tenant_id: int, file_id: str) -> str:
+def delete_file(key: KeyInfo, file_id: str) -> str:
     """Forget the file; returns where its bytes lie, for the store to delete them. The input of
-    a batch still running is refused: the runner reads it until the batch ends."""
-    found = get_file(tenant_id, file_id)
+    a batch still running (anyone's in the tenant) is refused: the runner reads it until the
+    batch ends."""
+    found = get_file(key, file_id)
     running = (
-        Batch.objects.filter(tenant_id=tenant_id, input_file_id=file_id)
+        Batch.objects.filter(tenant_id=key.tenant_id, input_file_id=file_id)
         .filter(status__in=ACTIVE_STATUSES)
         .values_list("pk", flat=True)
         .first()
@@ -105,7 +113,7 @@ def delete_file(tenant_id: int, file_id: str) -> str:
 
 
 def create_batch(key: KeyInfo, req: CreateRequest) -> Batch:
-    source = StoredFile.objects.filter(tenant_id=key.tenant_id, pk=req.input_file_id).first()
+    source = _seen(StoredFile.objects.all(), key).filter(pk=req.input_file_id).first()
     if source is None:
         raise file_not_found(req.input_file_id)
     if source.purpose != FilePurpose.BATCH:
@@ -125,27 +133,27 @@ def create_batch(key: KeyInfo, req: CreateRequest) -> Batch:
     )
 
 
-def get_batch(tenant_id: int, batch_id: str) -> Batch:
-    found = Batch.objects.filter(tenant_id=tenant_id, pk=batch_id).first()
+def get_batch(key: KeyInfo, batch_id: str) -> Batch:
+    found = _seen(Batch.objects.all(), key).filter(pk=batch_id).first()
     if found is None:
         raise batch_not_found(batch_id)
     return found
 
 
-def list_batches(tenant_id: int, page: Page) -> tuple[list[Batch], bool]:
-    return _page(Batch.objects.filter(tenant_id=tenant_id), page)
+def list_batches(key: KeyInfo, page: Page) -> tuple[list[Batch], bool]:
+    return _page(_seen(Batch.objects.all(), key), page)
 
 
-def cancel_batch(tenant_id: int, batch_id: str) -> Batch:
+def cancel_batch(key: KeyInfo, batch_id: str) -> Batch:
     """A running batch becomes `cancelling`; its runner sees it at its next progress report,
     sends no more lines, and ends it `cancelled` once the lines in flight have ended."""
-    get_batch(tenant_id, batch_id)
+    get_batch(key, batch_id)
     now = timezone.now()
     running = (BatchStatus.VALIDATING, BatchStatus.IN_PROGRESS)
-    Batch.objects.filter(tenant_id=tenant_id, pk=batch_id, status__in=running).update(
+    _seen(Batch.objects.all(), key).filter(pk=batch_id, status__in=running).update(
         status=BatchStatus.CANCELLING, cancelling_at=now
     )
-    batch = get_batch(tenant_id, batch_id)
+    batch = get_batch(key, batch_id)
     if batch.status not in (BatchStatus.CANCELLING, BatchStatus.CANCELLED):
         raise cannot_cancel(batch_id, batch.status)
     return batch

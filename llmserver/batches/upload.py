@@ -15,9 +15,13 @@ from django.core.exceptions import SuspiciousOperation
 from django.core.files.uploadhandler import FileUploadHandler, SkipFile, StopUpload
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
 
-from llmserver.wire.errors import bad_upload, file_too_large, invalid
+from llmserver.wire.errors import bad_upload, file_too_large, filename_too_long, invalid
 
 FILE_FIELD = "file"
+# As `StoredFile.filename` holds it. Django's parser refuses a part whose headers pass 1024
+# bytes (`MAX_TOTAL_HEADER_SIZE`) before the name is seen: that is a name too long as well.
+MAX_FILENAME_CHARS = 255
+_HEADERS_TOO_LONG = "Request max total header size exceeded."
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,8 @@ def receive_upload(body: IO[bytes], size: int, content_type: str, dest: Path, li
     except (MultiPartParserError, SuspiciousOperation, ValueError) as exc:
         handler.close()
         dest.unlink(missing_ok=True)
+        if str(exc) == _HEADERS_TOO_LONG:
+            raise filename_too_long(MAX_FILENAME_CHARS) from None
         raise bad_upload(str(exc) or type(exc).__name__) from None
     handler.close()
     if handler.too_large:
@@ -88,5 +94,8 @@ def receive_upload(body: IO[bytes], size: int, content_type: str, dest: Path, li
         dest.unlink(missing_ok=True)
         raise invalid("'purpose' is required.", "purpose")
     # The name is the client's to see again, never a path here: only its last part is kept.
-    name = handler.received.replace("\\", "/").rsplit("/", 1)[-1][:255] or "upload.jsonl"
+    name = handler.received.replace("\\", "/").rsplit("/", 1)[-1] or "upload.jsonl"
+    if len(name) > MAX_FILENAME_CHARS:
+        dest.unlink(missing_ok=True)
+        raise filename_too_long(MAX_FILENAME_CHARS)
     return Upload(name, handler.size, str(purpose))

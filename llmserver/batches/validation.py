@@ -11,6 +11,7 @@ fails that line alone, with the endpoint's 400).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,12 @@ COMPLETION_WINDOWS = {"24h": 24 * 3600}
 METADATA_PAIRS, METADATA_KEY_CHARS, METADATA_VALUE_CHARS = 16, 64, 512
 # A file with thousands of bad lines fails on the first ones; the rest are not listed.
 MAX_REPORTED_ERRORS = 100
+# How deeply a line's JSON may nest: far past any real request (a tool's JSON schema is a few
+# levels), and far below the interpreter's recursion limit, so that a line accepted at upload
+# parses again in whichever thread runs it and is encoded again for the engine.
+MAX_LINE_DEPTH = 64
+# A `\uD800`-`\uDFFF` escape: JSON may carry half a surrogate pair, which no UTF-8 can hold.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +89,62 @@ def numbered_lines(path: Path) -> Generator[tuple[int, bytes], None, None]:
                 yield number, line
 
 
-def check_jsonl(path: Path, max_lines: int) -> int:
-    """At upload: one JSON object a line, at most `max_lines` of them; returns how many."""
+class BadLine(ValueError):
+    """Why a line cannot be read as a request, as the end of a sentence ("it is ...")."""
+
+
+def parse_line(raw: bytes, max_bytes: int) -> Any:
+    """One line's JSON, within bounds: at most `max_bytes` (what a request body may be), UTF-8
+    (a byte order mark aside), nested at most `MAX_LINE_DEPTH` deep, and no half surrogate
+    pair in its strings. Raises BadLine, never RecursionError."""
+    if len(raw) > max_bytes:
+        raise BadLine(f"it is longer than {max_bytes} bytes, the most a request body may be")
+    try:
+        text = raw.decode("utf-8-sig")  # strict: no invalid bytes, no encoded surrogates
+    except UnicodeDecodeError:
+        raise BadLine("it is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise BadLine(f"it nests deeper than {MAX_LINE_DEPTH} levels") from None
+    except ValueError:
+        raise BadLine("it is not valid JSON") from None
+    # Walking the value costs; a line with few brackets and no surrogate escape needs none.
+    deep = raw.count(b"[") + raw.count(b"{") > MAX_LINE_DEPTH
+    if deep or _SURROGATE_ESCAPE.search(raw):
+        _check_value(data)
+    return data
+
+
+def _check_value(data: Any) -> None:
+    """Depth and strings of a parsed value, without recursion."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth >= MAX_LINE_DEPTH:
+                raise BadLine(f"it nests deeper than {MAX_LINE_DEPTH} levels")
+            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BadLine("it holds half a surrogate pair, which is no text") from None
+
+
+def check_jsonl(path: Path, max_lines: int, max_line_bytes: int) -> int:
+    """At upload: one JSON object a line (each within `parse_line`'s bounds), at most
+    `max_lines` of them; returns how many. Raises ApiError naming the first bad line."""
     count = 0
     for number, line in numbered_lines(path):
         count += 1
         if count > max_lines:
             raise invalid_file(f"it has more than {max_lines} lines, the most a batch takes.")
         try:
-            data = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
-            raise invalid_file(f"line {number} is not valid JSON.") from None
+            data = parse_line(line, max_line_bytes)
+        except BadLine as exc:
+            raise invalid_file(f"line {number}: {exc}.") from None
         if not isinstance(data, dict):
             raise invalid_file(f"line {number} is not a JSON object.")
     if count == 0:
@@ -107,6 +159,7 @@ class Checked:
 
     total: int = 0
     model: str = ""
+    model_line: int | None = None  # the first line naming the model, for an error about it
     errors: list[dict[str, Any]] = field(default_factory=list)
 
     def error(self, code: str, message: str, line: int | None, param: str | None = None) -> None:
@@ -114,7 +167,9 @@ class Checked:
             self.errors.append({"code": code, "message": message, "param": param, "line": line})
 
 
-def check_lines(lines: Iterable[tuple[int, bytes]], endpoint: str, max_lines: int) -> Checked:
+def check_lines(
+    lines: Iterable[tuple[int, bytes]], endpoint: str, max_lines: int, max_line_bytes: int
+) -> Checked:
     checked = Checked()
     seen: set[str] = set()
     for number, raw in lines:
@@ -123,17 +178,20 @@ def check_lines(lines: Iterable[tuple[int, bytes]], endpoint: str, max_lines: in
             message = f"The batch input file has more than {max_lines} requests, the most."
             checked.error("too_many_requests", message, None)
             break
-        _check_line(checked, seen, number, raw, endpoint)
+        _check_line(checked, seen, number, raw, endpoint, max_line_bytes)
     if checked.total == 0:
         checked.error("empty_file", "The batch input file is empty.", None)
     return checked
 
 
-def _check_line(checked: Checked, seen: set[str], number: int, raw: bytes, endpoint: str) -> None:
+def _check_line(
+    checked: Checked, seen: set[str], number: int, raw: bytes, endpoint: str, max_bytes: int
+) -> None:
     try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        checked.error("invalid_json_line", "This line is not parseable as valid JSON.", number)
+        data = parse_line(raw, max_bytes)
+    except BadLine as exc:
+        message = f"This line is not parseable as valid JSON: {exc}."
+        checked.error("invalid_json_line", message, number)
         return
     if not isinstance(data, dict):
         checked.error("invalid_request", "Each line must be a JSON object.", number)
@@ -167,7 +225,7 @@ def _check_body(checked: Checked, number: int, body: dict[str, Any]) -> None:
         message = "Missing required parameter: 'body.model'."
         checked.error("missing_required_parameter", message, number, "body.model")
     elif not checked.model:
-        checked.model = model
+        checked.model, checked.model_line = model, number
     elif model != checked.model:
         message = (
             f"Every request of a batch must use one model: '{model}' is not '{checked.model}'."

@@ -9,10 +9,12 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from django.utils import timezone
 
 from llmserver.backends.upstream import BackendError
+from llmserver.pipeline import responses
 from llmserver.pipeline.accounting import Ledger
 from llmserver.pipeline.admission import Admission, admit, check_rates, served_tier
 from llmserver.pipeline.dispatch import run_on_pool, submit
@@ -25,17 +27,19 @@ from llmserver.runtime.usage import UsageDraft
 from llmserver.wire.errors import ApiError, shutting_down
 from llmserver.wire.validation import CompletionRequest
 from scheduling import Job, Principal, Ticket
-from tenants.endpoints import POOLING
+from tenants.endpoints import POOLING, Endpoint
 from tenants.models import UsageStatus
 
 QUEUE_REPORT_SECONDS = 1.0
 
 
-def new_request_id() -> str:
+def new_request_id(kind: str = Endpoint.CHAT) -> str:
     """The server's id for one request, in OpenAI's shape; used for the usage row, the backend
-    and `x-request-id`. Never derived from anything a client sends, so it is always unique and
-    always fits the usage column."""
-    return "chatcmpl-" + uuid.uuid4().hex[:24]
+    and `x-request-id`, and as the id of the response the client gets (a Responses request's
+    is `resp_...`, the id a later `previous_response_id` names). Never derived from anything a
+    client sends, so it is always unique and always fits the usage column."""
+    prefix = "resp_" if kind == Endpoint.RESPONSES else "chatcmpl-"
+    return prefix + uuid.uuid4().hex[:24]
 
 
 class Completion:
@@ -59,6 +63,7 @@ class Completion:
         self.reporter: asyncio.Future[None] | None = None
         self._reporting = asyncio.Lock()
         self.rate_headers: dict[str, str] = {}  # x-ratelimit-*, on every response once known
+        self.conversation: list[Any] | None = None  # a Responses request's, to keep with it
         self.draft = UsageDraft(
             request_id=request_id,
             tenant_id=key.tenant_id,
@@ -108,10 +113,15 @@ class Completion:
         gw, ticket = self.gw, None
         task = asyncio.current_task()
         assert task is not None
-        gw.inflight.enter(task, self.request_id, self.key.key_id)
+        gw.inflight.enter(task, self.request_id, self.key.tenant_id, self.key.user)
         try:
             if gw.inflight.draining:
                 raise shutting_down()
+            if self.req.kind == Endpoint.RESPONSES:
+                # Before anything is queued: a previous response not this key's is a 404.
+                self.conversation = await responses.continue_conversation(self.key, self.req)
+                if self.req.store:
+                    self.relay.keep = self._keep_response
             admission = await self._admit()
             job = self._job(admission.band, frozenset(admission.pool))
             ticket = self.ticket = submit(gw.scheduler, job)
@@ -147,6 +157,13 @@ class Completion:
         finally:
             gw.inflight.leave(task, self.request_id)
             self._account(ticket)
+
+    async def _keep_response(self, response: dict[str, Any]) -> None:
+        """The relay's hook for a Responses answer, before its client has the end of it. Only
+        an id the gateway made is kept: an engine's own could name another's response."""
+        if self.conversation is not None and response.get("id") == self.request_id:
+            days = self.gw.settings.responses_retention_days
+            await responses.remember(self.key, self.req, self.conversation, response, days)
 
     def _account(self, ticket: Ticket | None) -> None:
         """The request's one ending, whatever it was: metrics, the access log, and `settle()`

@@ -159,6 +159,9 @@ class Relay:
         self.service_tier: str | None = None
         # Sent with the current upstream request besides the client's own (the trace context).
         self._upstream_headers: Mapping[str, str] | None = None
+        # Given a Responses request's final response object (its id the gateway's) before the
+        # client has its end, so the id is kept before the client can name it again.
+        self.keep: Callable[[dict[str, Any]], Awaitable[None]] | None = None
 
     @property
     def completion_tokens(self) -> int:
@@ -241,8 +244,14 @@ class Relay:
             data["model"] = self.req.model
         if "id" in data and self.req.kind not in NAMED_EVENTS:
             data["id"] = self.request_id
+        if self.req.kind == Endpoint.RESPONSES:
+            data["id"] = self.request_id  # the gateway's, which `previous_response_id` names
+            if "previous_response_id" in data:  # the engine was sent the conversation instead
+                data["previous_response_id"] = self.req.previous_response_id
         if self.service_tier is not None:
             data["service_tier"] = self.service_tier
+        if self.keep is not None:
+            await self.keep(data)
         await self._start(stream=False)
         await self.sink.body(json.dumps(data).encode())
         await self.sink.finish()
@@ -349,9 +358,31 @@ class Relay:
             self.text_events += 1
         if rename is not None:
             payload = _rename_field(payload, b"model", rename)
+        if self.req.kind == Endpoint.RESPONSES:
+            payload = self._own_response_id(payload)
+            if name in named.end and self.keep is not None:
+                await self.keep(_response_of(payload))
         if not self.started:
             await self._start(stream=True)
         await self.sink.event(payload, name or None)
+
+    def _own_response_id(self, payload: bytes) -> bytes:
+        """The response's id as the gateway made it, in every event that names it: read from
+        the first event's response (`response.created`), then replaced by bytes as chunk ids
+        are; and the `previous_response_id` the client named (the engine was sent none)."""
+        if self._id_rename is None:
+            self._id_rename = (b"", b"")
+            upstream = _response_of(payload).get("id")
+            if isinstance(upstream, str) and upstream != self.request_id:
+                self._id_rename = (
+                    json.dumps(upstream).encode(),
+                    json.dumps(self.request_id).encode(),
+                )
+        payload = _rename_field(payload, b"id", self._id_rename)
+        if self.req.previous_response_id is not None:  # the engine was sent the conversation
+            chained = (b"null", json.dumps(self.req.previous_response_id).encode())
+            payload = _rename_field(payload, b"previous_response_id", chained)
+        return payload
 
     def _check_object(self, payload: bytes) -> None:
         """Checked by its ends, not parsed, on its way to an SSE stream (the hot path, which
@@ -511,6 +542,16 @@ def upstream_body(
     if req.stream and req.kind in (Endpoint.CHAT, Endpoint.COMPLETIONS):
         body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return body
+
+
+def _response_of(payload: bytes) -> dict[str, Any]:
+    """The response object a Responses event carries, or {}."""
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        return {}
+    response = data.get("response") if isinstance(data, dict) else None
+    return response if isinstance(response, dict) else {}
 
 
 def _parses(body: bytes) -> bool:

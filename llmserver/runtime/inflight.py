@@ -1,5 +1,6 @@
-"""The completions running in this process: what a drain waits for and then ends, and which key
-sent each (only its own key may ask where a request stands: GET /v1/requests/{id})."""
+"""The completions running in this process: what a drain waits for and then ends, and whose each
+is (tenant and user: who may ask where a request stands, GET /v1/requests/{id},
+`tenants/visibility.py`)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ log = logging.getLogger(__name__)
 class InFlight:
     def __init__(self) -> None:
         self.tasks: set[asyncio.Task[None]] = set()
-        self.owners: dict[str, int] = {}  # request id -> API key id
+        self.owners: dict[str, tuple[int, str]] = {}  # request id -> (tenant id, user)
         self.draining = False  # new completions are refused
         self.stopping = False  # the drain ran out of time: those left end now
 
-    def enter(self, task: asyncio.Task[None], request_id: str, key_id: int) -> None:
+    def enter(self, task: asyncio.Task[None], request_id: str, tenant_id: int, user: str) -> None:
         self.tasks.add(task)
-        self.owners[request_id] = key_id
+        self.owners[request_id] = (tenant_id, user)
 
     def leave(self, task: asyncio.Task[None], request_id: str) -> None:
         self.tasks.discard(task)

@@ -27,6 +27,7 @@ from llmserver.wire.validation import TokenLimits
 from scheduling import TierPolicy
 from tenants.models import ApiKey, QuotaRule
 from tenants.models.keys import patterns_allow
+from tenants.visibility import acts_as_administrator
 
 MAX_ENTRIES = 10_000
 UNKNOWN_KEY_SECONDS = 2.0
@@ -56,6 +57,13 @@ class KeyInfo:
     key_budget: Decimal | None = None
     max_output_tokens: int | None = None  # the tier's maximum per answer
     expires_at: datetime | None = None
+    # An administrator's own key sees the whole tenant's objects; any other its user's
+    # (`tenants/visibility.py`).
+    sees_tenant: bool = False
+
+    def sees(self, tenant_id: int, user: str) -> bool:
+        """Whether this key may see an object of `tenant_id` made for `user`."""
+        return tenant_id == self.tenant_id and (self.sees_tenant or user == self.user)
 
     def allows_model(self, model: str) -> bool:
         return patterns_allow(self.model_patterns, model)
@@ -98,6 +106,7 @@ def key_info(key: ApiKey) -> KeyInfo:
         key_budget=key.monthly_budget,
         max_output_tokens=tier.max_output_tokens,
         expires_at=key.expires_at,
+        sees_tenant=acts_as_administrator(key),
     )
 
 

@@ -1,5 +1,6 @@
 """The gateway's own usage pruning: every hour, records past `USAGE_RETENTION_DAYS` are deleted,
-so retention holds at the defaults without a timer an operator must remember.
+so retention holds at the defaults without a timer an operator must remember; so are the
+Responses API's kept responses past `RESPONSES_RETENTION_DAYS`.
 
 `prune_once` deletes in batches, one worker-thread trip each (tenants/retention.py), until a
 batch comes back short; `run` repeats it. Each process of a deployment prunes: the batches are
@@ -17,7 +18,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from llmserver.runtime.db import run_db
-from tenants.retention import BATCH, check, cutoff, prune_batch
+from tenants.retention import BATCH, check, cutoff, prune_batch, prune_responses
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,9 @@ class UsagePruner:
                 break
         if deleted:
             log.info("pruned %d usage records queued before %s", deleted, before.isoformat())
+        responses = await run_db(prune_responses, self.now())
+        if responses:
+            log.info("pruned %d kept responses past their retention", responses)
         return deleted
 
     async def run(self) -> None:

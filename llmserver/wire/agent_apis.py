@@ -71,9 +71,38 @@ def _request(
     )
 
 
+# Sent to no engine: the gateway keeps the Responses state (llmserver/pipeline/responses.py) and
+# makes each response's id, which is also the engine's request id where it reads `request_id`.
+RESPONSES_STATE = ("previous_response_id", "store", "request_id")
+MAX_RESPONSE_ID_CHARS = 64
+
+
+def responses_prompt(body: dict[str, Any]) -> str:
+    """The text of a Responses request's prompt, for its estimate and prefix."""
+    return "\n".join([body.get("instructions") or "", *_texts(body.get("input"))])
+
+
+def _responses_state(data: dict[str, Any]) -> tuple[str | None, bool]:
+    previous = data.get("previous_response_id")
+    if previous is not None and not (
+        isinstance(previous, str) and 0 < len(previous) <= MAX_RESPONSE_ID_CHARS
+    ):
+        raise invalid(
+            f"'previous_response_id' must be a response id (at most {MAX_RESPONSE_ID_CHARS} "
+            "characters).",
+            "previous_response_id",
+        )
+    store = data.get("store", True)  # OpenAI keeps a response unless told not to
+    if not isinstance(store, bool):
+        raise invalid("'store' must be a boolean.", "store")
+    return previous, store
+
+
 def validate_responses(data: dict[str, Any], limits: TokenLimits) -> CompletionRequest:
     """`input` (a string or a list of items) and `instructions`; `max_output_tokens` is the
-    answer's maximum (absent: the engine's own, or the tier's maximum where it has one)."""
+    answer's maximum (absent: the engine's own, or the tier's maximum where it has one).
+    `previous_response_id` and `store` are the gateway's to serve: the engine is sent
+    `store: false` and the whole conversation instead."""
     model = check_model(data)
     given = data.get("input")
     if not (isinstance(given, str) and given) and not (isinstance(given, list) and given):
@@ -84,11 +113,15 @@ def validate_responses(data: dict[str, Any], limits: TokenLimits) -> CompletionR
     field = "max_output_tokens"
     _, asked = check_max_tokens(data, limits, (field,))
     check_user(data)
+    previous, store = _responses_state(data)
     sent = asked if asked is not None else limits.tier
-    text = "\n".join([instructions or "", *_texts(given)])
-    req = _request(Endpoint.RESPONSES, data, model, text, sent, limits)
+    req = _request(Endpoint.RESPONSES, data, model, responses_prompt(data), sent, limits)
     if sent is not None:
         req.body[field] = sent
+    for name in RESPONSES_STATE:
+        req.body.pop(name, None)
+    req.body["store"] = False
+    req.previous_response_id, req.store = previous, store
     return req
 
 

@@ -145,6 +145,16 @@ def request_not_found(request_id: str) -> ApiError:
     )
 
 
+def previous_response_not_found(response_id: str) -> ApiError:
+    """The same for an id that never existed, one that expired and one this key may not see."""
+    return ApiError(
+        404,
+        f"Previous response with id '{response_id}' not found.",
+        param="previous_response_id",
+        code="previous_response_not_found",
+    )
+
+
 def upstream_rejected(status: int, message: str) -> ApiError:
     return ApiError(status, message, code="upstream_rejected")
 
@@ -243,6 +253,12 @@ def file_too_large(limit: int) -> ApiError:
 
 def bad_upload(reason: str) -> ApiError:
     return invalid(f"The upload could not be read as a multipart form: {reason}.", "file")
+
+
+def filename_too_long(most: int) -> ApiError:
+    return invalid(
+        f"The file's name is too long: at most {most} characters.", "file", "filename_too_long"
+    )
 
 
 def unsupported_purpose(purpose: str) -> ApiError:

@@ -49,6 +49,10 @@ class CompletionRequest:
     body: dict[str, Any]
     n: int = 1
     service_tier: str | None = None  # as the client asked; echoed as served
+    # The Responses API's state, which the gateway keeps (llmserver/pipeline/responses.py): the
+    # response this request continues, and whether its own response is to be kept.
+    previous_response_id: str | None = None
+    store: bool = False
 
     @property
     def estimated_prompt_tokens(self) -> int:

@@ -5,15 +5,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('tenants', '0023_rerank_and_score_endpoints'),
+        ("tenants", "0023_rerank_and_score_endpoints"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='tier',
-            name='preempt_after_ms',
-            field=models.FloatField(blank=True, default=50.0, help_text='When a request of this tier has waited this long (ms) while every backend slot is busy, one running request of a lower tier, or of a user over their share, is paused for it, unless a running request should end sooner than the pause would cost the engine (learned from its metrics). Blank: this tier never pauses others.', null=True, validators=[django.core.validators.MinValueValidator(0.0)]),
+            model_name="tier",
+            name="preempt_after_ms",
+            field=models.FloatField(
+                blank=True,
+                default=50.0,
+                help_text="When a request of this tier has waited this long (ms) while every backend slot is busy, one running request of a lower tier, or of a user over their share, is paused for it, unless a running request should end sooner than the pause would cost the engine (learned from its metrics). Blank: this tier never pauses others.",
+                null=True,
+                validators=[django.core.validators.MinValueValidator(0.0)],
+            ),
         ),
     ]

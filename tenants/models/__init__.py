@@ -7,6 +7,7 @@ from tenants.models.config_changes import ConfigChanges, config_changes
 from tenants.models.fairshare import CostUnitChoice, FairSharePolicy, ModelTokenWeights
 from tenants.models.keys import APP_TYPE_BAND, ApiKey, AppType
 from tenants.models.members import Membership, Role
+from tenants.models.responses import StoredResponse
 from tenants.models.rules import CostRule, Metric, QuotaRule, Window
 from tenants.models.sso import SsoIdentity
 from tenants.models.tenants import Tenant
@@ -40,6 +41,7 @@ __all__ = [
     "Role",
     "SsoIdentity",
     "StoredFile",
+    "StoredResponse",
     "Tenant",
     "Tier",
     "UsageDaily",

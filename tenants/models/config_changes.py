@@ -1,7 +1,7 @@
 """A counter the database raises itself on every write to the gateway's configuration.
 
 Gateways hold their configuration and the keys they have seen in memory. A key revoked or
-deleted, a tenant deactivated, a tier, price, route or backend edited: any of these, by any
+deleted, a tenant deactivated, a tier, price, route or backend edited, a member's role changed: any of these, by any
 process or tool (the admin, a management command, another gateway, a SQL shell), raises `count`,
 because triggers on the configuration's tables do it, not Django's signals, which only the
 saving process hears. A gateway reads this one row twice a second and reloads when the count
@@ -21,6 +21,7 @@ from django.db import connections, models
 from tenants.models.backends import Backend, ModelRoute
 from tenants.models.fairshare import FairSharePolicy, ModelTokenWeights
 from tenants.models.keys import ApiKey
+from tenants.models.members import Membership
 from tenants.models.rules import CostRule, QuotaRule
 from tenants.models.tenants import Tenant
 from tenants.models.tiers import Tier
@@ -31,6 +32,7 @@ CONFIG_MODELS: tuple[type[models.Model], ...] = (
     Backend,
     CostRule,
     FairSharePolicy,
+    Membership,  # a role is what an administrator's keys see (`tenants/visibility.py`)
     ModelRoute,
     ModelTokenWeights,
     QuotaRule,

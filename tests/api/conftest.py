@@ -4,16 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import ApplicationCommunicator
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
 
 from simulator.launcher import RunningSimulator, start_simulator
-from tenants.models import ApiKey, AppType, Backend, Band, ModelRoute, Tenant, Tier
+from tenants.models import (
+    ApiKey,
+    AppType,
+    Backend,
+    Band,
+    Membership,
+    ModelRoute,
+    Role,
+    Tenant,
+    Tier,
+)
 
 MODEL = "demo-llama"
 
@@ -53,6 +67,44 @@ def world(transactional_db: None, simulator: RunningSimulator, settings: Any) ->
     ModelRoute.objects.create(public_name=MODEL, backend=backend)
     _, alice = ApiKey.objects.create_key(tenant=acme, user="alice", app_type=AppType.CHAT)
     return {"alice": alice, "tier": tight, "tenant": acme, "backend": backend, "sim": simulator}
+
+
+# Who calls, in the tests of who sees what: the maker of an object, another user of its tenant,
+# the tenant's administrator, another tenant, and nobody.
+ACTORS = ("owner", "same_tenant", "tenant_admin", "other_tenant", "anonymous")
+NAMES = {"owner": "alice", "same_tenant": "bob", "tenant_admin": "ada", "other_tenant": "charlie"}
+
+
+@dataclass
+class AcmeCast:
+    """Each actor's key (made by them for themselves) and person (to sign in to the portal)."""
+
+    tenant: Tenant
+    keys: dict[str, str | None]
+    people: dict[str, Any]
+    alice_key: ApiKey
+    cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+
+@pytest.fixture
+def acme_cast(world: dict[str, Any], settings: Any, tmp_path: Path) -> AcmeCast:
+    """alice and bob, members of acme; ada, its administrator; charlie, globex's."""
+    settings.LLMSERVER = {**settings.LLMSERVER, "FILES_DIR": str(tmp_path / "files")}
+    acme: Tenant = world["tenant"]
+    globex = Tenant.objects.create(name="Globex", slug="globex", default_tier=world["tier"])
+    keys: dict[str, str | None] = {"anonymous": None}
+    people: dict[str, Any] = {"anonymous": AnonymousUser()}
+    made: dict[str, ApiKey] = {}
+    roles = {"owner": Role.MEMBER, "same_tenant": Role.MEMBER}
+    for actor, name in NAMES.items():
+        tenant = globex if actor == "other_tenant" else acme
+        person = get_user_model().objects.create_user(name, f"{name}@example.com", "pw-long-x")
+        Membership.objects.create(user=person, tenant=tenant, role=roles.get(actor, Role.ADMIN))
+        made[actor], keys[actor] = ApiKey.objects.create_key(
+            tenant=tenant, user=name, owner=person, app_type=AppType.CHAT
+        )
+        people[actor] = person
+    return AcmeCast(acme, keys, people, made["owner"])
 
 
 @pytest.fixture

@@ -240,9 +240,10 @@ async def test_a_message_stream_the_client_leaves_is_billed_the_text_it_received
 
 
 async def test_a_response_the_backend_refuses_is_its_refusal_and_costs_nothing(gateway, world):
-    body = json.dumps({**RESPONSE, "previous_response_id": "resp_unknown"}).encode()
+    # The engine is sent `store: false` (the gateway keeps the state), which `background` needs.
+    body = json.dumps({**RESPONSE, "background": True}).encode()
     status, _, raw = await read_all(await start(world["alice"], body, "/v1/responses"))
-    assert status == 404 and "resp_unknown" in json.loads(raw)["error"]["message"]
+    assert status == 400 and "background" in json.loads(raw)["error"]["message"]
     await gateway.usage.flush_once()
     [row] = await usage_rows()
     assert (row["status"], row["completion_tokens"], float(row["cost"])) == ("error", 0, 0.0)

@@ -194,6 +194,25 @@ async def test_a_batch_for_a_model_no_route_serves_fails_at_validation(gateway, 
     assert [e["code"] for e in failed["errors"]["data"]] == ["model_not_found"]
 
 
+async def test_a_model_the_key_may_not_use_fails_the_batch_naming_the_line(gateway, world):
+    _, narrow = await sync_to_async(ApiKey.objects.create_key)(
+        tenant=world["tenant"], user="alice", allowed_models="other-*"
+    )
+    status, uploaded = await upload(narrow, b"\n" + jsonl([chat_line("a"), chat_line("b")]))
+    assert status == 200, uploaded
+    request = {"input_file_id": uploaded["id"], "endpoint": CHAT, "completion_window": "24h"}
+    status, batch = await call_json(
+        "POST",
+        "/v1/batches",
+        narrow,
+        body=json.dumps(request).encode(),
+        content_type="application/json",
+    )
+    failed = await wait_batch(narrow, batch["id"])
+    [error] = failed["errors"]["data"]
+    assert (error["code"], error["line"], error["param"]) == ("model_not_found", 2, "body.model")
+
+
 @pytest.mark.parametrize(
     ("change", "param"),
     [

@@ -168,3 +168,32 @@ def test_the_file_object_has_openais_fields():
     row.created_at = timezone.now()
     assert FileObject.model_validate(file_object(row)).id == "file-x"
     assert json.dumps(file_object(row))
+
+
+async def test_a_filename_longer_than_a_file_name_may_be_is_refused_naming_the_limit(
+    gateway, world, settings, files_dir
+):
+    # The body may hold the name: only the name is too long.
+    settings.LLMSERVER = {**settings.LLMSERVER, "FILES_MAX_BYTES": 200_000}
+    from llmserver.process import reset_gateway
+
+    await reset_gateway()  # the settings are read when the gateway starts
+    body, content_type = multipart(INPUT, filename="a" * 100_000 + ".jsonl")
+    status, refused = await call_json(
+        "POST", "/v1/files", world["alice"], body=body, content_type=content_type
+    )
+    assert status == 400
+    error = refused["error"]
+    assert (error["param"], error["code"]) == ("file", "filename_too_long")
+    assert "255" in error["message"]
+    assert await sync_to_async(StoredFile.objects.count)() == 0
+    assert not list(files_dir.glob("file-*"))
+
+
+async def test_a_filename_of_256_characters_is_refused_rather_than_cut(gateway, world, files_dir):
+    body, content_type = multipart(INPUT, filename="a" * 250 + ".jsonl")
+    status, refused = await call_json(
+        "POST", "/v1/files", world["alice"], body=body, content_type=content_type
+    )
+    assert status == 400 and refused["error"]["code"] == "filename_too_long"
+    assert await sync_to_async(StoredFile.objects.count)() == 0

@@ -38,6 +38,18 @@ def test_a_whole_responses_call_is_one_response(client):
     assert response.output_text and response.usage.output_tokens == 4
 
 
+def test_a_conversation_continues_by_previous_response_id_through_the_sdk(client):
+    """The engine keeps nothing; the gateway serves the chain (llmserver/pipeline/responses.py)."""
+    first = client.responses.create(model=MODEL, input="My name is Ada", max_output_tokens=3)
+    second = client.responses.create(
+        model=MODEL, input="What is my name?", previous_response_id=first.id, max_output_tokens=3
+    )
+    assert second.previous_response_id == first.id and second.output_text
+    # The whole conversation was the engine's prompt: more than this turn's input alone.
+    alone = client.responses.create(model=MODEL, input="What is my name?", max_output_tokens=3)
+    assert second.usage.input_tokens > alone.usage.input_tokens
+
+
 def test_several_choices_come_back_as_choices(client):
     response = client.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=3, n=3
