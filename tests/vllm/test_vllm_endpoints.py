@@ -114,6 +114,29 @@ def test_a_streamed_response_is_billed_once_from_its_completed_event(gateway, vl
     assert billed(row) == ("responses", "ok", usage.input_tokens, usage.output_tokens)
 
 
+def test_a_conversation_continues_by_previous_response_id_and_nobody_else_can(gateway, vllm):
+    """The gateway keeps the Responses state (docs/OPERATIONS.md): a chained request reaches the
+    engine as the whole conversation (its prompt is longer than the same input alone), and a
+    caller who was not given the id, another user of the tenant, gets a 404 with nothing sent."""
+    ada = sdk(gateway, new_key(gateway, "chain-ada"))
+    first = ada.responses.create(model=MODEL, input="My name is Ada.", max_output_tokens=8)
+    before = counters(vllm)
+    second = ada.responses.create(
+        model=MODEL, input="What is my name?", previous_response_id=first.id, max_output_tokens=8
+    )
+    chained = counted(before, vllm)
+    before = counters(vllm)
+    ada.responses.create(model=MODEL, input="What is my name?", max_output_tokens=8)
+    alone = counted(before, vllm)
+    assert second.usage is not None and second.usage.input_tokens == chained["prompt_tokens"]
+    assert chained["prompt_tokens"] > alone["prompt_tokens"]
+    bob = sdk(gateway, new_key(gateway, "chain-bob"))
+    before = counters(vllm)
+    with pytest.raises(openai.NotFoundError):
+        bob.responses.create(model=MODEL, input="What is her name?", previous_response_id=first.id)
+    assert counted(before, vllm)["prompt_tokens"] == 0
+
+
 def test_a_whole_anthropic_message_is_billed_once_the_engines_counts(gateway, vllm):
     client = claude(gateway, new_key(gateway, "messages-whole"))
     before = counters(vllm)
