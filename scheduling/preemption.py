@@ -164,13 +164,18 @@ def _pays(
     return True
 
 
-def _evict(sched: Scheduler, entry: Entry, backend: BackendState, now: float) -> Eviction:
+def _evict(
+    sched: Scheduler, entry: Entry, backend: BackendState, now: float, running: bool = True
+) -> Eviction:
+    """`running`: the job runs on the engine, and its eviction counts against the backend's
+    per-second bound; one still in the engine's queue stops at no cost, and does not."""
     if backend.costs.known:
         entry.generated = _generated(entry, backend, now)
     entry.evicting = True
     entry.evictions += 1
     backend.evicting += 1
-    backend.evicted_at.append(now)
+    if running:
+        backend.evicted_at.append(now)
     sched.totals["evicted"] += 1
     return Eviction(entry.job.id, backend.name)
 
@@ -180,8 +185,10 @@ def _clear_engine_queues(sched: Scheduler, pool: list[BackendState], now: float)
     capacity was learned, or before it shrank), a waiter due to preempt would queue behind
     them there, FIFO, whatever it evicts. So they come back here first: the newest jobs
     sent to the backend, as many as its queue holds (the engine admits in order, so those
-    have not started; stopping them costs nothing), within its evictions-per-second bound.
-    From then on the gateway's own queue, in fair order, is the only one."""
+    have not started; stopping them costs nothing, and the relay stops a stream that waits
+    for its first chunk at once), outside its evictions-per-second bound, which is for
+    running work: a waiter's own eviction is not held back by them. From then on the
+    gateway's own queue, in fair order, is the only one."""
     out: list[Eviction] = []
     c = sched.config
     for state in pool:
@@ -189,8 +196,7 @@ def _clear_engine_queues(sched: Scheduler, pool: list[BackendState], now: float)
             continue
         # Only ours beyond the capacity surely wait there: others' traffic (another
         # gateway's) may be what queues, and ours then runs.
-        excess = state.in_flight - state.capacity - state.evicting
-        n = min(excess, _eviction_allowance(sched, state, now))
+        n = state.in_flight - state.capacity - state.evicting
         if n <= 0:
             continue
         queued_there = sorted(
@@ -207,7 +213,7 @@ def _clear_engine_queues(sched: Scheduler, pool: list[BackendState], now: float)
             key=lambda e: (e.dispatched_at, e.seq),
             reverse=True,
         )
-        out += [_evict(sched, e, state, now) for e in queued_there[:n]]
+        out += [_evict(sched, e, state, now, running=False) for e in queued_there[:n]]
     return out
 
 

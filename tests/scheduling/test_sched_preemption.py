@@ -339,6 +339,32 @@ def test_jobs_sent_before_the_capacity_was_learned_leave_the_engine_queue_for_a_
     assert sorted(e.job_id for e in step.evicted) == sorted(j.id for j in jobs[4:])
 
 
+def test_jobs_called_back_from_the_engine_queue_leave_the_per_second_bound_to_running_work():
+    """Stopping a job the engine has not started costs nothing: the backend's evictions per
+    second bound running work only, so a waiter is not held back by the queue's clearing."""
+    backend = BackendConfig("b1", frozenset({"m"}), has_metrics=True, preemption=True)
+    s = scheduler(
+        backend,
+        gates=FULL_AT_CAPACITY | {1: GateThresholds(max_waiting=5)},
+        preempt_max_per_backend_second=2,
+    )
+    s.update_metrics("b1", fresh(now=0.0, waiting=0, running=0))
+    jobs = [job(ALICE, preemptible=True, max_concurrent=64) for _ in range(8)]
+    for j in jobs:
+        s.submit(j, 0.0)
+    s.select(0.0)
+    s.update_metrics("b1", fresh(now=0.1, waiting=0, running=5))
+    s.select(0.1)  # eight sent: four run, four wait inside the engine
+    s.update_metrics("b1", fresh(now=0.2, waiting=4, running=4))
+    s.update_metrics("b1", fresh(now=0.4, waiting=4, running=4))
+    s.submit(light(), 1.0)
+    called_back = s.dispatch_once(1.2).evicted
+    assert sorted(e.job_id for e in called_back) == sorted(j.id for j in jobs[4:])
+    for e in called_back:
+        s.preempted(e.job_id, real_cost=0.0, now=1.21)
+    assert len(s.dispatch_once(1.22).evicted) == 1  # a running job, for the waiter
+
+
 def test_no_job_leaves_the_engine_queue_while_nobody_is_due_to_preempt():
     backend = BackendConfig("b1", frozenset({"m"}), has_metrics=True, preemption=True)
     s = scheduler(backend, gates={1: GateThresholds(max_waiting=3, max_tpot_seconds=None)})
