@@ -76,7 +76,7 @@ def preempt(sched: Scheduler, now: float) -> list[Eviction]:
             # earlier waiter of this round.
             natural = completions.pop(0) if completions else None
             if not _pays(sched, waiter, victim, backend, natural, now):
-                break  # later waiters' turns come later still, and no pause is cheaper
+                continue  # it waits for that completion; the next waiter's comes later
             victim.yield_to = waiter
             victim.yield_mark = waiter.dispatches
             out.append(_evict(sched, victim, backend, now))

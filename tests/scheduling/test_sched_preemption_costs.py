@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sched_helpers import ALICE, BOB, fresh, job, scheduler
+from sched_helpers import ALICE, BOB, CHARLIE, fresh, job, scheduler
 
 from scheduling import BackendConfig, GateThresholds, Job, Scheduler
 
@@ -122,3 +122,24 @@ def test_each_decision_is_explained_in_one_debug_line(caplog):
             s.dispatch_once(now)
     (line,) = caplog.messages
     assert "waits on b1" in line and "a slot frees in about" in line
+
+
+def test_a_second_waiter_evicts_where_only_the_first_has_a_completion_coming_soon():
+    """The first waiter takes the next completion; the second's is the one after it."""
+    s = pool()
+    ending = job(ALICE, preemptible=True, max_concurrent=64, estimated_prompt_tokens=100,
+                 estimated_output_tokens=62)  # fmt: skip
+    s.submit(ending, 0.0)
+    s.select(0.0)
+    scrape(s, 4.5)
+    fresh_start = job(ALICE, preemptible=True, max_concurrent=64, estimated_prompt_tokens=100,
+                      estimated_output_tokens=64)  # fmt: skip
+    s.submit(fresh_start, 4.5)
+    s.select(4.5)
+    scrape(s, 5.0)
+    waiter(s, 5.0)
+    s.submit(job(CHARLIE, band=0, preempt_after=0.0, estimated_output_tokens=16), 5.0)
+    # The first ends in about 0.36 s, sooner than a pause (about 0.49 s): the first waiter
+    # waits for it; the other ends in about 5 s: the second waiter evicts it.
+    assert [e.job_id for e in s.dispatch_once(5.0).evicted] == [fresh_start.id]
+    assert s.decisions == {"wait_for_completion": 1, "evict_pays": 1}
