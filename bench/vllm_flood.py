@@ -4,7 +4,9 @@ One vLLM (its CPU build, SmolLM2-135M-Instruct, `--max-num-seqs 4`, installed by
 serves every way in turn, each started when the engine is idle. The load is
 bench/realengine_flood.py's: a power user sends `--power-requests` streaming requests at once,
 `--light-users` users each send one short streaming request every `--light-interval` s for
-`--duration` s, everyone on the interactive tier.
+`--duration` s, everyone on the interactive tier; with `--whole`, also a weighted heavy pair (the
+second on a tier `heavy2` of weight 2) and a batch-tier user (realengine_flood.py's
+`gateway_users`), with Jain's index over the pair's tokens per weight.
 
   direct     straight to vLLM: its first-come-first-served queue
   priority   straight to a vLLM started with `--scheduling-policy priority`, the light users'
