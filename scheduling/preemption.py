@@ -61,8 +61,9 @@ def preempt(sched: Scheduler, now: float) -> list[Eviction]:
         if any(g.open or g.reason not in FULL for g in gates):
             continue  # room somewhere, or closed for a reason eviction does not cure
         waiters = list(_waiters(sched, heap, now))
-        if waiters:
-            out += _clear_engine_queues(sched, pool, now)
+        if not waiters:
+            continue
+        out += _clear_engine_queues(sched, pool, now)
         served = {e.yield_to for e in sched.entries.values() if e.evicting}
         completions = _completions(sched, pool, now)
         for waiter in waiters:
