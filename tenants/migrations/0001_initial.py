@@ -6,483 +6,155 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
-    dependencies = []
+    dependencies = [
+    ]
 
     operations = [
         migrations.CreateModel(
-            name="Backend",
+            name='Backend',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.SlugField(max_length=64, unique=True)),
-                (
-                    "base_url",
-                    models.URLField(
-                        help_text="Where /v1/chat/completions lives, e.g. http://gpu1:8000"
-                    ),
-                ),
-                (
-                    "kind",
-                    models.CharField(
-                        choices=[
-                            ("vllm", "vLLM"),
-                            ("tgi", "HuggingFace TGI"),
-                            ("sglang", "SGLang"),
-                            ("openai", "OpenAI-compatible (no metrics)"),
-                        ],
-                        default="vllm",
-                        max_length=8,
-                    ),
-                ),
-                (
-                    "metrics_url",
-                    models.URLField(
-                        blank=True,
-                        help_text="Prometheus endpoint; blank: base URL + /metrics (none for openai).",
-                    ),
-                ),
-                (
-                    "api_key",
-                    models.CharField(
-                        blank=True, help_text="Sent upstream as Bearer.", max_length=256
-                    ),
-                ),
-                ("enabled", models.BooleanField(default=True)),
-                (
-                    "max_in_flight",
-                    models.PositiveIntegerField(
-                        default=64,
-                        help_text="Hard cap on concurrent requests; the only gate when there are no metrics.",
-                        validators=[django.core.validators.MinValueValidator(1)],
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.SlugField(max_length=64, unique=True)),
+                ('base_url', models.URLField(help_text='Where /v1/chat/completions lives, e.g. http://gpu1:8000')),
+                ('kind', models.CharField(choices=[('vllm', 'vLLM'), ('tgi', 'HuggingFace TGI'), ('sglang', 'SGLang'), ('openai', 'OpenAI-compatible (no metrics)')], default='vllm', max_length=8)),
+                ('metrics_url', models.URLField(blank=True, help_text='Prometheus endpoint; blank: base URL + /metrics (none for openai).')),
+                ('api_key', models.CharField(blank=True, help_text='Sent upstream as Bearer.', max_length=256)),
+                ('enabled', models.BooleanField(default=True)),
+                ('max_in_flight', models.PositiveIntegerField(default=64, help_text='Hard cap on concurrent requests; the only gate when there are no metrics.', validators=[django.core.validators.MinValueValidator(1)])),
             ],
             options={
-                "ordering": ["name"],
+                'ordering': ['name'],
             },
         ),
         migrations.CreateModel(
-            name="Tier",
+            name='Tier',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.CharField(max_length=64, unique=True)),
-                (
-                    "band",
-                    models.IntegerField(
-                        choices=[(0, "interactive"), (1, "standard"), (2, "batch")], default=1
-                    ),
-                ),
-                (
-                    "weight",
-                    models.FloatField(
-                        default=1.0,
-                        help_text="Fair-share weight: a principal of weight 2 gets twice the service of weight 1.",
-                        validators=[django.core.validators.MinValueValidator(0.001)],
-                    ),
-                ),
-                ("max_concurrent_per_user", models.PositiveIntegerField(default=4)),
-                ("max_queued_per_user", models.PositiveIntegerField(default=64)),
-                (
-                    "queue_timeout_seconds",
-                    models.FloatField(
-                        default=120.0, validators=[django.core.validators.MinValueValidator(0.1)]
-                    ),
-                ),
-                (
-                    "gate_max_waiting",
-                    models.PositiveIntegerField(
-                        blank=True,
-                        default=3,
-                        help_text="Dispatch only while the backend's waiting queue is below this; 0 or 1: only while it is empty (the article: 3 for interactive, 0 for batch). Blank: no limit.",
-                        null=True,
-                    ),
-                ),
-                (
-                    "gate_max_tpot_ms",
-                    models.FloatField(
-                        blank=True,
-                        default=150.0,
-                        help_text="Dispatch only while time per output token (last window) is below this.",
-                        null=True,
-                        validators=[django.core.validators.MinValueValidator(0.0)],
-                    ),
-                ),
-                (
-                    "gate_max_kv_cache_usage",
-                    models.FloatField(
-                        blank=True,
-                        default=0.95,
-                        help_text="Dispatch only while the backend's KV-cache usage (0..1) is below this.",
-                        null=True,
-                        validators=[
-                            django.core.validators.MinValueValidator(0.0),
-                            django.core.validators.MaxValueValidator(1.0),
-                        ],
-                    ),
-                ),
-                (
-                    "over_budget",
-                    models.CharField(
-                        choices=[
-                            ("reject", "refuse with 429"),
-                            ("demote", "demote to the batch band"),
-                        ],
-                        default="reject",
-                        max_length=8,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=64, unique=True)),
+                ('band', models.IntegerField(choices=[(0, 'interactive'), (1, 'standard'), (2, 'batch')], default=1)),
+                ('weight', models.FloatField(default=1.0, help_text='Fair-share weight: a principal of weight 2 gets twice the service of weight 1.', validators=[django.core.validators.MinValueValidator(0.001)])),
+                ('max_concurrent_per_user', models.PositiveIntegerField(default=4)),
+                ('max_queued_per_user', models.PositiveIntegerField(default=64)),
+                ('queue_timeout_seconds', models.FloatField(default=120.0, validators=[django.core.validators.MinValueValidator(0.1)])),
+                ('gate_max_waiting', models.PositiveIntegerField(blank=True, default=3, help_text="Dispatch only while the backend's waiting queue is below this; 0 or 1: only while it is empty (the article: 3 for interactive, 0 for batch). Blank: no limit.", null=True)),
+                ('gate_max_tpot_ms', models.FloatField(blank=True, default=150.0, help_text='Dispatch only while time per output token (last window) is below this.', null=True, validators=[django.core.validators.MinValueValidator(0.0)])),
+                ('gate_max_kv_cache_usage', models.FloatField(blank=True, default=0.95, help_text="Dispatch only while the backend's KV-cache usage (0..1) is below this.", null=True, validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)])),
+                ('over_budget', models.CharField(choices=[('reject', 'refuse with 429'), ('demote', 'demote to the batch band')], default='reject', max_length=8)),
             ],
             options={
-                "ordering": ["band", "name"],
+                'ordering': ['band', 'name'],
             },
         ),
         migrations.CreateModel(
-            name="CostRule",
+            name='CostRule',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "model",
-                    models.CharField(
-                        help_text="The public model name, or * for the default price.",
-                        max_length=128,
-                    ),
-                ),
-                (
-                    "input_per_million",
-                    models.DecimalField(
-                        decimal_places=6,
-                        max_digits=12,
-                        validators=[django.core.validators.MinValueValidator(0)],
-                    ),
-                ),
-                (
-                    "output_per_million",
-                    models.DecimalField(
-                        decimal_places=6,
-                        max_digits=12,
-                        validators=[django.core.validators.MinValueValidator(0)],
-                    ),
-                ),
-                ("effective_from", models.DateTimeField()),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('model', models.CharField(help_text='The public model name, or * for the default price.', max_length=128)),
+                ('input_per_million', models.DecimalField(decimal_places=6, max_digits=12, validators=[django.core.validators.MinValueValidator(0)])),
+                ('output_per_million', models.DecimalField(decimal_places=6, max_digits=12, validators=[django.core.validators.MinValueValidator(0)])),
+                ('effective_from', models.DateTimeField()),
             ],
             options={
-                "ordering": ["model", "-effective_from"],
-                "constraints": [
-                    models.UniqueConstraint(
-                        fields=("model", "effective_from"), name="one_price_per_instant"
-                    )
-                ],
+                'ordering': ['model', '-effective_from'],
+                'constraints': [models.UniqueConstraint(fields=('model', 'effective_from'), name='one_price_per_instant')],
             },
         ),
         migrations.CreateModel(
-            name="Tenant",
+            name='Tenant',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.CharField(max_length=128)),
-                ("slug", models.SlugField(max_length=64, unique=True)),
-                ("is_active", models.BooleanField(default=True)),
-                (
-                    "monthly_budget",
-                    models.DecimalField(
-                        blank=True,
-                        decimal_places=4,
-                        help_text="Spending limit per calendar month (UTC) in the cost rules' currency; blank: none.",
-                        max_digits=14,
-                        null=True,
-                        validators=[django.core.validators.MinValueValidator(0)],
-                    ),
-                ),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "default_tier",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="tenants",
-                        to="tenants.tier",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=128)),
+                ('slug', models.SlugField(max_length=64, unique=True)),
+                ('is_active', models.BooleanField(default=True)),
+                ('monthly_budget', models.DecimalField(blank=True, decimal_places=4, help_text="Spending limit per calendar month (UTC) in the cost rules' currency; blank: none.", max_digits=14, null=True, validators=[django.core.validators.MinValueValidator(0)])),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('default_tier', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='tenants', to='tenants.tier')),
             ],
             options={
-                "ordering": ["name"],
+                'ordering': ['name'],
             },
         ),
         migrations.CreateModel(
-            name="ApiKey",
+            name='ApiKey',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "user",
-                    models.CharField(
-                        help_text="The person or service this key acts for: the fairness principal.",
-                        max_length=128,
-                    ),
-                ),
-                ("name", models.CharField(blank=True, max_length=128)),
-                ("prefix", models.CharField(editable=False, max_length=16, unique=True)),
-                ("hashed", models.CharField(editable=False, max_length=64)),
-                (
-                    "app_type",
-                    models.CharField(
-                        choices=[
-                            ("chat", "chat UI (interactive)"),
-                            ("api", "API integration (standard)"),
-                            ("batch", "batch jobs"),
-                        ],
-                        default="chat",
-                        max_length=8,
-                    ),
-                ),
-                (
-                    "allowed_models",
-                    models.CharField(
-                        blank=True,
-                        help_text="Comma-separated model names or patterns (llama-*); blank: every model.",
-                        max_length=1024,
-                    ),
-                ),
-                ("expires_at", models.DateTimeField(blank=True, null=True)),
-                ("revoked", models.BooleanField(default=False)),
-                ("last_used_at", models.DateTimeField(blank=True, editable=False, null=True)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "tenant",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="api_keys",
-                        to="tenants.tenant",
-                    ),
-                ),
-                (
-                    "tier_override",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="api_keys",
-                        to="tenants.tier",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('user', models.CharField(help_text='The person or service this key acts for: the fairness principal.', max_length=128)),
+                ('name', models.CharField(blank=True, max_length=128)),
+                ('prefix', models.CharField(editable=False, max_length=16, unique=True)),
+                ('hashed', models.CharField(editable=False, max_length=64)),
+                ('app_type', models.CharField(choices=[('chat', 'chat UI (interactive)'), ('api', 'API integration (standard)'), ('batch', 'batch jobs')], default='chat', max_length=8)),
+                ('allowed_models', models.CharField(blank=True, help_text='Comma-separated model names or patterns (llama-*); blank: every model.', max_length=1024)),
+                ('expires_at', models.DateTimeField(blank=True, null=True)),
+                ('revoked', models.BooleanField(default=False)),
+                ('last_used_at', models.DateTimeField(blank=True, editable=False, null=True)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='api_keys', to='tenants.tenant')),
+                ('tier_override', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='api_keys', to='tenants.tier')),
             ],
             options={
-                "verbose_name": "API key",
-                "ordering": ["tenant__name", "user"],
+                'verbose_name': 'API key',
+                'ordering': ['tenant__name', 'user'],
             },
         ),
         migrations.CreateModel(
-            name="ModelRoute",
+            name='ModelRoute',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("public_name", models.CharField(db_index=True, max_length=128)),
-                (
-                    "upstream_model",
-                    models.CharField(
-                        blank=True,
-                        help_text="The backend's own model name; blank: the public name.",
-                        max_length=256,
-                    ),
-                ),
-                ("enabled", models.BooleanField(default=True)),
-                (
-                    "backend",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="routes",
-                        to="tenants.backend",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('public_name', models.CharField(db_index=True, max_length=128)),
+                ('upstream_model', models.CharField(blank=True, help_text="The backend's own model name; blank: the public name.", max_length=256)),
+                ('enabled', models.BooleanField(default=True)),
+                ('backend', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='routes', to='tenants.backend')),
             ],
             options={
-                "ordering": ["public_name", "backend__name"],
-                "constraints": [
-                    models.UniqueConstraint(
-                        fields=("public_name", "backend"), name="one_route_per_backend"
-                    )
-                ],
+                'ordering': ['public_name', 'backend__name'],
+                'constraints': [models.UniqueConstraint(fields=('public_name', 'backend'), name='one_route_per_backend')],
             },
         ),
         migrations.CreateModel(
-            name="QuotaRule",
+            name='QuotaRule',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("model_pattern", models.CharField(default="*", max_length=128)),
-                (
-                    "window",
-                    models.CharField(
-                        choices=[
-                            ("minute", "per minute"),
-                            ("hour", "per hour"),
-                            ("day", "per day"),
-                            ("month", "per calendar month"),
-                        ],
-                        default="day",
-                        max_length=8,
-                    ),
-                ),
-                (
-                    "metric",
-                    models.CharField(
-                        choices=[
-                            ("requests", "requests"),
-                            ("tokens", "tokens (prompt + completion)"),
-                            ("cost", "cost"),
-                        ],
-                        default="requests",
-                        max_length=8,
-                    ),
-                ),
-                (
-                    "limit",
-                    models.DecimalField(
-                        decimal_places=4,
-                        max_digits=18,
-                        validators=[django.core.validators.MinValueValidator(0)],
-                    ),
-                ),
-                (
-                    "per_user",
-                    models.BooleanField(
-                        default=False,
-                        help_text="Apply the limit to each user of the tenant rather than to all.",
-                    ),
-                ),
-                (
-                    "tenant",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="quota_rules",
-                        to="tenants.tenant",
-                    ),
-                ),
-                (
-                    "tier",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="quota_rules",
-                        to="tenants.tier",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('model_pattern', models.CharField(default='*', max_length=128)),
+                ('window', models.CharField(choices=[('minute', 'per minute'), ('hour', 'per hour'), ('day', 'per day'), ('month', 'per calendar month')], default='day', max_length=8)),
+                ('metric', models.CharField(choices=[('requests', 'requests'), ('tokens', 'tokens (prompt + completion)'), ('cost', 'cost')], default='requests', max_length=8)),
+                ('limit', models.DecimalField(decimal_places=4, max_digits=18, validators=[django.core.validators.MinValueValidator(0)])),
+                ('per_user', models.BooleanField(default=False, help_text='Apply the limit to each user of the tenant rather than to all.')),
+                ('tenant', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='quota_rules', to='tenants.tenant')),
+                ('tier', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='quota_rules', to='tenants.tier')),
             ],
             options={
-                "ordering": ["tenant__name", "tier__name", "model_pattern", "window"],
-                "constraints": [
-                    models.CheckConstraint(
-                        condition=models.Q(
-                            ("tenant__isnull", False), ("tier__isnull", False), _connector="OR"
-                        ),
-                        name="quota_rule_has_tenant_or_tier",
-                    )
-                ],
+                'ordering': ['tenant__name', 'tier__name', 'model_pattern', 'window'],
+                'constraints': [models.CheckConstraint(condition=models.Q(('tenant__isnull', False), ('tier__isnull', False), _connector='OR'), name='quota_rule_has_tenant_or_tier')],
             },
         ),
         migrations.CreateModel(
-            name="UsageRecord",
+            name='UsageRecord',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("request_id", models.CharField(max_length=64, unique=True)),
-                ("user", models.CharField(max_length=128)),
-                ("model", models.CharField(max_length=128)),
-                ("backend", models.CharField(blank=True, max_length=64)),
-                ("tier", models.CharField(blank=True, max_length=64)),
-                (
-                    "band",
-                    models.IntegerField(
-                        choices=[(0, "interactive"), (1, "standard"), (2, "batch")]
-                    ),
-                ),
-                ("queued_at", models.DateTimeField()),
-                ("dispatched_at", models.DateTimeField(blank=True, null=True)),
-                ("first_token_at", models.DateTimeField(blank=True, null=True)),
-                ("finished_at", models.DateTimeField()),
-                ("prompt_tokens", models.PositiveIntegerField(default=0)),
-                ("completion_tokens", models.PositiveIntegerField(default=0)),
-                ("cost", models.DecimalField(decimal_places=8, default=0, max_digits=18)),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("ok", "ok"),
-                            ("error", "error"),
-                            ("cancelled", "cancelled"),
-                            ("rejected", "rejected"),
-                        ],
-                        max_length=10,
-                    ),
-                ),
-                ("error_type", models.CharField(blank=True, max_length=64)),
-                (
-                    "api_key",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="usage",
-                        to="tenants.apikey",
-                    ),
-                ),
-                (
-                    "tenant",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="usage",
-                        to="tenants.tenant",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('request_id', models.CharField(max_length=64, unique=True)),
+                ('user', models.CharField(max_length=128)),
+                ('model', models.CharField(max_length=128)),
+                ('backend', models.CharField(blank=True, max_length=64)),
+                ('tier', models.CharField(blank=True, max_length=64)),
+                ('band', models.IntegerField(choices=[(0, 'interactive'), (1, 'standard'), (2, 'batch')])),
+                ('queued_at', models.DateTimeField()),
+                ('dispatched_at', models.DateTimeField(blank=True, null=True)),
+                ('first_token_at', models.DateTimeField(blank=True, null=True)),
+                ('finished_at', models.DateTimeField()),
+                ('prompt_tokens', models.PositiveIntegerField(default=0)),
+                ('completion_tokens', models.PositiveIntegerField(default=0)),
+                ('cost', models.DecimalField(decimal_places=8, default=0, max_digits=18)),
+                ('status', models.CharField(choices=[('ok', 'ok'), ('error', 'error'), ('cancelled', 'cancelled'), ('rejected', 'rejected')], max_length=10)),
+                ('error_type', models.CharField(blank=True, max_length=64)),
+                ('api_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='usage', to='tenants.apikey')),
+                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='usage', to='tenants.tenant')),
             ],
             options={
-                "ordering": ["-queued_at"],
-                "indexes": [
-                    models.Index(fields=["tenant", "queued_at"], name="usage_tenant_time"),
-                    models.Index(fields=["model", "queued_at"], name="usage_model_time"),
-                    models.Index(
-                        fields=["tenant", "user", "queued_at"], name="usage_tenant_user_time"
-                    ),
-                    models.Index(fields=["queued_at"], name="usage_time"),
-                ],
+                'ordering': ['-queued_at'],
+                'indexes': [models.Index(fields=['tenant', 'queued_at'], name='usage_tenant_time'), models.Index(fields=['model', 'queued_at'], name='usage_model_time'), models.Index(fields=['tenant', 'user', 'queued_at'], name='usage_tenant_user_time'), models.Index(fields=['queued_at'], name='usage_time')],
             },
         ),
     ]

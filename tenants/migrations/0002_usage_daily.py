@@ -5,65 +5,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0001_initial"),
+        ('tenants', '0001_initial'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="UsageDaily",
+            name='UsageDaily',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("day", models.DateField()),
-                ("user", models.CharField(max_length=128)),
-                ("model", models.CharField(max_length=128)),
-                (
-                    "band",
-                    models.IntegerField(
-                        choices=[(0, "interactive"), (1, "standard"), (2, "batch")]
-                    ),
-                ),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("ok", "ok"),
-                            ("error", "error"),
-                            ("cancelled", "cancelled"),
-                            ("rejected", "rejected"),
-                        ],
-                        max_length=10,
-                    ),
-                ),
-                ("requests", models.PositiveIntegerField(default=0)),
-                ("prompt_tokens", models.PositiveBigIntegerField(default=0)),
-                ("completion_tokens", models.PositiveBigIntegerField(default=0)),
-                ("cost", models.DecimalField(decimal_places=8, default=0, max_digits=20)),
-                (
-                    "tenant",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="usage_daily",
-                        to="tenants.tenant",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('day', models.DateField()),
+                ('user', models.CharField(max_length=128)),
+                ('model', models.CharField(max_length=128)),
+                ('band', models.IntegerField(choices=[(0, 'interactive'), (1, 'standard'), (2, 'batch')])),
+                ('status', models.CharField(choices=[('ok', 'ok'), ('error', 'error'), ('cancelled', 'cancelled'), ('rejected', 'rejected')], max_length=10)),
+                ('requests', models.PositiveIntegerField(default=0)),
+                ('prompt_tokens', models.PositiveBigIntegerField(default=0)),
+                ('completion_tokens', models.PositiveBigIntegerField(default=0)),
+                ('cost', models.DecimalField(decimal_places=8, default=0, max_digits=20)),
+                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='usage_daily', to='tenants.tenant')),
             ],
             options={
-                "verbose_name": "daily usage",
-                "verbose_name_plural": "daily usage",
-                "ordering": ["-day", "tenant", "user", "model"],
-                "indexes": [models.Index(fields=["tenant", "day"], name="usage_daily_tenant_day")],
-                "constraints": [
-                    models.UniqueConstraint(
-                        fields=("day", "tenant", "user", "model", "band", "status"),
-                        name="one_usage_daily_row",
-                    )
-                ],
+                'verbose_name': 'daily usage',
+                'verbose_name_plural': 'daily usage',
+                'ordering': ['-day', 'tenant', 'user', 'model'],
+                'indexes': [models.Index(fields=['tenant', 'day'], name='usage_daily_tenant_day')],
+                'constraints': [models.UniqueConstraint(fields=('day', 'tenant', 'user', 'model', 'band', 'status'), name='one_usage_daily_row')],
             },
         ),
     ]

@@ -4,24 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0002_usage_daily"),
+        ('tenants', '0002_usage_daily'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="backend",
-            name="kind",
-            field=models.CharField(
-                choices=[
-                    ("vllm", "vLLM"),
-                    ("tgi", "HuggingFace TGI"),
-                    ("sglang", "SGLang"),
-                    ("llamacpp", "llama.cpp llama-server"),
-                    ("openai", "OpenAI-compatible (no metrics)"),
-                ],
-                default="vllm",
-                max_length=8,
-            ),
+            model_name='backend',
+            name='kind',
+            field=models.CharField(choices=[('vllm', 'vLLM'), ('tgi', 'HuggingFace TGI'), ('sglang', 'SGLang'), ('llamacpp', 'llama.cpp llama-server'), ('openai', 'OpenAI-compatible (no metrics)')], default='vllm', max_length=8),
         ),
     ]

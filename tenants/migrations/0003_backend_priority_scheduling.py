@@ -4,17 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0002_usage_daily"),
+        ('tenants', '0002_usage_daily'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="backend",
-            name="priority_scheduling",
-            field=models.BooleanField(
-                default=False,
-                help_text="The server schedules its own queue by priority (vLLM: --scheduling-policy priority; SGLang: --enable-priority-scheduling). Only then is the band passed on; a stock vLLM refuses any priority.",
-            ),
+            model_name='backend',
+            name='priority_scheduling',
+            field=models.BooleanField(default=False, help_text='The server schedules its own queue by priority (vLLM: --scheduling-policy priority; SGLang: --enable-priority-scheduling). Only then is the band passed on; a stock vLLM refuses any priority.'),
         ),
     ]

@@ -5,19 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0003_backend_priority_scheduling"),
+        ('tenants', '0003_backend_priority_scheduling'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="backend",
-            name="capacity",
-            field=models.PositiveIntegerField(
-                blank=True,
-                help_text="How many requests the server runs at once (vLLM --max-num-seqs, llama.cpp -np). Blank: learned from its metrics (the most running seen while others waited).",
-                null=True,
-                validators=[django.core.validators.MinValueValidator(1)],
-            ),
+            model_name='backend',
+            name='capacity',
+            field=models.PositiveIntegerField(blank=True, help_text='How many requests the server runs at once (vLLM --max-num-seqs, llama.cpp -np). Blank: learned from its metrics (the most running seen while others waited).', null=True, validators=[django.core.validators.MinValueValidator(1)]),
         ),
     ]

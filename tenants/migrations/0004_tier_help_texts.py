@@ -5,44 +5,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0003_backend_priority_scheduling"),
+        ('tenants', '0003_backend_priority_scheduling'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="tier",
-            name="gate_max_kv_cache_usage",
-            field=models.FloatField(
-                blank=True,
-                default=0.95,
-                help_text="Send requests only while the backend's KV-cache (GPU memory for running requests, 0 to 1) is below this full: near 1 it starts evicting work. Blank: no limit.",
-                null=True,
-                validators=[
-                    django.core.validators.MinValueValidator(0.0),
-                    django.core.validators.MaxValueValidator(1.0),
-                ],
-            ),
+            model_name='tier',
+            name='gate_max_kv_cache_usage',
+            field=models.FloatField(blank=True, default=0.95, help_text="Send requests only while the backend's KV-cache (GPU memory for running requests, 0 to 1) is below this full: near 1 it starts evicting work. Blank: no limit.", null=True, validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(1.0)]),
         ),
         migrations.AlterField(
-            model_name="tier",
-            name="gate_max_tpot_ms",
-            field=models.FloatField(
-                blank=True,
-                default=150.0,
-                help_text="Send requests only while the backend's time per output token (its recent average, in ms) is below this: above it, users already see slow typing. Blank: no limit.",
-                null=True,
-                validators=[django.core.validators.MinValueValidator(0.0)],
-            ),
+            model_name='tier',
+            name='gate_max_tpot_ms',
+            field=models.FloatField(blank=True, default=150.0, help_text="Send requests only while the backend's time per output token (its recent average, in ms) is below this: above it, users already see slow typing. Blank: no limit.", null=True, validators=[django.core.validators.MinValueValidator(0.0)]),
         ),
         migrations.AlterField(
-            model_name="tier",
-            name="gate_max_waiting",
-            field=models.PositiveIntegerField(
-                blank=True,
-                default=3,
-                help_text="Send this tier's requests to a backend only while fewer than this many requests wait inside it; 0 or 1: only while none wait. Low for batch (0: it never delays anyone), higher for interactive (3). Blank: no limit.",
-                null=True,
-            ),
+            model_name='tier',
+            name='gate_max_waiting',
+            field=models.PositiveIntegerField(blank=True, default=3, help_text="Send this tier's requests to a backend only while fewer than this many requests wait inside it; 0 or 1: only while none wait. Low for batch (0: it never delays anyone), higher for interactive (3). Blank: no limit.", null=True),
         ),
     ]

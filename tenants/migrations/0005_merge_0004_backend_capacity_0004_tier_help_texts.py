@@ -4,9 +4,11 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0004_backend_capacity"),
-        ("tenants", "0004_tier_help_texts"),
+        ('tenants', '0004_backend_capacity'),
+        ('tenants', '0004_tier_help_texts'),
     ]
 
-    operations = []
+    operations = [
+    ]

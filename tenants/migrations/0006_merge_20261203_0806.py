@@ -4,9 +4,11 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0003_backend_kind_llamacpp"),
-        ("tenants", "0005_merge_0004_backend_capacity_0004_tier_help_texts"),
+        ('tenants', '0003_backend_kind_llamacpp'),
+        ('tenants', '0005_merge_0004_backend_capacity_0004_tier_help_texts'),
     ]
 
-    operations = []
+    operations = [
+    ]

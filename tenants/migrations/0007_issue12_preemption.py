@@ -5,36 +5,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0006_merge_20261203_0806"),
+        ('tenants', '0006_merge_20261203_0806'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="backend",
-            name="preemption",
-            field=models.BooleanField(
-                default=True,
-                help_text="Requests running here may be paused to make room (see the tiers' settings). On vLLM a paused stream is continued later; on other kinds a request is paused only before its first token.",
-            ),
+            model_name='backend',
+            name='preemption',
+            field=models.BooleanField(default=True, help_text="Requests running here may be paused to make room (see the tiers' settings). On vLLM a paused stream is continued later; on other kinds a request is paused only before its first token."),
         ),
         migrations.AddField(
-            model_name="tier",
-            name="preempt_after_ms",
-            field=models.FloatField(
-                blank=True,
-                default=150.0,
-                help_text="When a request of this tier has waited this long (ms) while every backend slot is busy, one running request of a lower tier, or of a user over their share, is paused for it. Blank: this tier never pauses others.",
-                null=True,
-                validators=[django.core.validators.MinValueValidator(0.0)],
-            ),
+            model_name='tier',
+            name='preempt_after_ms',
+            field=models.FloatField(blank=True, default=150.0, help_text='When a request of this tier has waited this long (ms) while every backend slot is busy, one running request of a lower tier, or of a user over their share, is paused for it. Blank: this tier never pauses others.', null=True, validators=[django.core.validators.MinValueValidator(0.0)]),
         ),
         migrations.AddField(
-            model_name="tier",
-            name="preemptible",
-            field=models.BooleanField(
-                default=True,
-                help_text="This tier's running requests may be paused to make room for a higher tier or for a user who has had less than their share; a paused stream continues where it stopped, and its client sees one uninterrupted answer.",
-            ),
+            model_name='tier',
+            name='preemptible',
+            field=models.BooleanField(default=True, help_text="This tier's running requests may be paused to make room for a higher tier or for a user who has had less than their share; a paused stream continues where it stopped, and its client sees one uninterrupted answer."),
         ),
     ]

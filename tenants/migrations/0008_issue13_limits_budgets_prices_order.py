@@ -6,123 +6,67 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0007_issue12_preemption"),
+        ('tenants', '0007_issue12_preemption'),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name="costrule",
-            name="one_price_per_instant",
+            model_name='costrule',
+            name='one_price_per_instant',
         ),
         migrations.AddField(
-            model_name="apikey",
-            name="monthly_budget",
-            field=models.DecimalField(
-                blank=True,
-                decimal_places=4,
-                help_text="This key's own spending limit per calendar month (UTC), beside its tenant's; the tier's over-budget policy applies. Blank: none.",
-                max_digits=14,
-                null=True,
-                validators=[django.core.validators.MinValueValidator(0)],
-            ),
+            model_name='apikey',
+            name='monthly_budget',
+            field=models.DecimalField(blank=True, decimal_places=4, help_text="This key's own spending limit per calendar month (UTC), beside its tenant's; the tier's over-budget policy applies. Blank: none.", max_digits=14, null=True, validators=[django.core.validators.MinValueValidator(0)]),
         ),
         migrations.AddField(
-            model_name="costrule",
-            name="currency",
-            field=models.CharField(
-                default="USD",
-                help_text="ISO 4217 code. Costs, spend and budgets are sums of these prices, so every rule must use the same currency.",
-                max_length=3,
-                validators=[
-                    django.core.validators.RegexValidator(
-                        "^[A-Z]{3}$", "An ISO 4217 code such as USD or EUR."
-                    )
-                ],
-            ),
+            model_name='costrule',
+            name='currency',
+            field=models.CharField(default='USD', help_text='ISO 4217 code. Costs, spend and budgets are sums of these prices, so every rule must use the same currency.', max_length=3, validators=[django.core.validators.RegexValidator('^[A-Z]{3}$', 'An ISO 4217 code such as USD or EUR.')]),
         ),
         migrations.AddField(
-            model_name="costrule",
-            name="tenant",
-            field=models.ForeignKey(
-                blank=True,
-                help_text="A tenant's own (negotiated) price: from its effective date it overrides the list price for this tenant's usage. Blank: the list price.",
-                null=True,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="cost_rules",
-                to="tenants.tenant",
-            ),
+            model_name='costrule',
+            name='tenant',
+            field=models.ForeignKey(blank=True, help_text="A tenant's own (negotiated) price: from its effective date it overrides the list price for this tenant's usage. Blank: the list price.", null=True, on_delete=django.db.models.deletion.CASCADE, related_name='cost_rules', to='tenants.tenant'),
         ),
         migrations.AddField(
-            model_name="tenant",
-            name="rpm_limit",
-            field=models.PositiveIntegerField(
-                blank=True,
-                help_text="Requests per minute (sliding window) for all this tenant's keys together. Blank: no limit.",
-                null=True,
-            ),
+            model_name='tenant',
+            name='rpm_limit',
+            field=models.PositiveIntegerField(blank=True, help_text="Requests per minute (sliding window) for all this tenant's keys together. Blank: no limit.", null=True),
         ),
         migrations.AddField(
-            model_name="tenant",
-            name="tpm_limit",
-            field=models.PositiveIntegerField(
-                blank=True,
-                help_text="Tokens per minute (prompt estimate plus max_tokens) for all this tenant's keys together. Blank: no limit.",
-                null=True,
-            ),
+            model_name='tenant',
+            name='tpm_limit',
+            field=models.PositiveIntegerField(blank=True, help_text="Tokens per minute (prompt estimate plus max_tokens) for all this tenant's keys together. Blank: no limit.", null=True),
         ),
         migrations.AddField(
-            model_name="tier",
-            name="aging_seconds",
-            field=models.FloatField(
-                blank=True,
-                help_text="A request of this tier waiting this long moves up one band, and again after each further period, so it is never starved; 0: never. Blank: the gateway's SCHEDULER_AGING_SECONDS.",
-                null=True,
-                validators=[django.core.validators.MinValueValidator(0.0)],
-            ),
+            model_name='tier',
+            name='aging_seconds',
+            field=models.FloatField(blank=True, help_text="A request of this tier waiting this long moves up one band, and again after each further period, so it is never starved; 0: never. Blank: the gateway's SCHEDULER_AGING_SECONDS.", null=True, validators=[django.core.validators.MinValueValidator(0.0)]),
         ),
         migrations.AddField(
-            model_name="tier",
-            name="rpm_per_key",
-            field=models.PositiveIntegerField(
-                blank=True,
-                help_text="Requests per minute (sliding window) each key of this tier may send; above it, 429 with Retry-After. Blank: no limit.",
-                null=True,
-            ),
+            model_name='tier',
+            name='rpm_per_key',
+            field=models.PositiveIntegerField(blank=True, help_text='Requests per minute (sliding window) each key of this tier may send; above it, 429 with Retry-After. Blank: no limit.', null=True),
         ),
         migrations.AddField(
-            model_name="tier",
-            name="tpm_per_key",
-            field=models.PositiveIntegerField(
-                blank=True,
-                help_text="Tokens per minute (prompt estimate plus max_tokens, counted at admission, as OpenAI does) each key of this tier may send. Blank: no limit.",
-                null=True,
-            ),
+            model_name='tier',
+            name='tpm_per_key',
+            field=models.PositiveIntegerField(blank=True, help_text='Tokens per minute (prompt estimate plus max_tokens, counted at admission, as OpenAI does) each key of this tier may send. Blank: no limit.', null=True),
         ),
         migrations.AddField(
-            model_name="tier",
-            name="within_principal",
-            field=models.CharField(
-                blank=True,
-                choices=[("fifo", "first come, first served"), ("sjf", "shortest estimated first")],
-                help_text="The order of one user's own waiting requests: shortest first (by max_tokens) cuts their total wait. Blank: the gateway's SCHEDULER_WITHIN_PRINCIPAL.",
-                max_length=4,
-            ),
+            model_name='tier',
+            name='within_principal',
+            field=models.CharField(blank=True, choices=[('fifo', 'first come, first served'), ('sjf', 'shortest estimated first')], help_text="The order of one user's own waiting requests: shortest first (by max_tokens) cuts their total wait. Blank: the gateway's SCHEDULER_WITHIN_PRINCIPAL.", max_length=4),
         ),
         migrations.AddConstraint(
-            model_name="costrule",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("tenant__isnull", True)),
-                fields=("model", "effective_from"),
-                name="one_price_per_instant",
-            ),
+            model_name='costrule',
+            constraint=models.UniqueConstraint(condition=models.Q(('tenant__isnull', True)), fields=('model', 'effective_from'), name='one_price_per_instant'),
         ),
         migrations.AddConstraint(
-            model_name="costrule",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("tenant__isnull", False)),
-                fields=("tenant", "model", "effective_from"),
-                name="one_tenant_price_per_instant",
-            ),
+            model_name='costrule',
+            constraint=models.UniqueConstraint(condition=models.Q(('tenant__isnull', False)), fields=('tenant', 'model', 'effective_from'), name='one_tenant_price_per_instant'),
         ),
     ]

@@ -6,91 +6,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0008_issue13_limits_budgets_prices_order"),
+        ('tenants', '0008_issue13_limits_budgets_prices_order'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="FairSharePolicy",
+            name='FairSharePolicy',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "unit",
-                    models.CharField(
-                        choices=[
-                            ("requests", "requests (plain round robin)"),
-                            ("tokens", "tokens (w_in x prompt + w_out x completion)"),
-                            ("money", "money (the cost rules' price in force)"),
-                        ],
-                        default="tokens",
-                        help_text="What a job costs its principal's account; a tier's weight divides it.",
-                        max_length=8,
-                    ),
-                ),
-                (
-                    "input_weight",
-                    models.FloatField(
-                        default=1.0,
-                        help_text="w_in: the charge per prompt token in the tokens unit.",
-                        validators=[django.core.validators.MinValueValidator(0.0)],
-                    ),
-                ),
-                (
-                    "output_weight",
-                    models.FloatField(
-                        default=4.0,
-                        help_text="w_out: the charge per completion token in the tokens unit (a decode step costs the GPU far more than a prompt token's share of a prefill).",
-                        validators=[django.core.validators.MinValueValidator(0.0)],
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('unit', models.CharField(choices=[('requests', 'requests (plain round robin)'), ('tokens', 'tokens (w_in x prompt + w_out x completion)'), ('money', "money (the cost rules' price in force)")], default='tokens', help_text="What a job costs its principal's account; a tier's weight divides it.", max_length=8)),
+                ('input_weight', models.FloatField(default=1.0, help_text='w_in: the charge per prompt token in the tokens unit.', validators=[django.core.validators.MinValueValidator(0.0)])),
+                ('output_weight', models.FloatField(default=4.0, help_text="w_out: the charge per completion token in the tokens unit (a decode step costs the GPU far more than a prompt token's share of a prefill).", validators=[django.core.validators.MinValueValidator(0.0)])),
             ],
             options={
-                "verbose_name": "fair-share policy",
-                "verbose_name_plural": "fair-share policy",
+                'verbose_name': 'fair-share policy',
+                'verbose_name_plural': 'fair-share policy',
             },
         ),
         migrations.CreateModel(
-            name="ModelTokenWeights",
+            name='ModelTokenWeights',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "model",
-                    models.CharField(
-                        help_text="The public model name.", max_length=128, unique=True
-                    ),
-                ),
-                (
-                    "input_weight",
-                    models.FloatField(validators=[django.core.validators.MinValueValidator(0.0)]),
-                ),
-                (
-                    "output_weight",
-                    models.FloatField(validators=[django.core.validators.MinValueValidator(0.0)]),
-                ),
-                (
-                    "policy",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="model_weights",
-                        to="tenants.fairsharepolicy",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('model', models.CharField(help_text='The public model name.', max_length=128, unique=True)),
+                ('input_weight', models.FloatField(validators=[django.core.validators.MinValueValidator(0.0)])),
+                ('output_weight', models.FloatField(validators=[django.core.validators.MinValueValidator(0.0)])),
+                ('policy', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='model_weights', to='tenants.fairsharepolicy')),
             ],
             options={
-                "verbose_name": "model token weights",
-                "verbose_name_plural": "model token weights",
-                "ordering": ["model"],
+                'verbose_name': 'model token weights',
+                'verbose_name_plural': 'model token weights',
+                'ordering': ['model'],
             },
         ),
     ]

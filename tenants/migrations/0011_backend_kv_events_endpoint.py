@@ -5,24 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0010_tier_order_help"),
+        ('tenants', '0010_tier_order_help'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="backend",
-            name="kv_events_endpoint",
-            field=models.CharField(
-                blank=True,
-                help_text="Where the server publishes its KV cache events, as this gateway reaches it, e.g. tcp://gpu1:5557 (vLLM: --kv-events-config with enable_kv_cache_events, publisher zmq). Prompts for its models are then tokenized by the server's /tokenize and routed by what its prefix cache really holds. Blank: by this gateway's routing history.",
-                max_length=256,
-                validators=[
-                    django.core.validators.RegexValidator(
-                        "^(tcp://[^\\s*/]+:\\d+|ipc://\\S+)$",
-                        "A ZeroMQ endpoint to connect to: tcp://host:port (no wildcard), or ipc://path.",
-                    )
-                ],
-            ),
+            model_name='backend',
+            name='kv_events_endpoint',
+            field=models.CharField(blank=True, help_text="Where the server publishes its KV cache events, as this gateway reaches it, e.g. tcp://gpu1:5557 (vLLM: --kv-events-config with enable_kv_cache_events, publisher zmq). Prompts for its models are then tokenized by the server's /tokenize and routed by what its prefix cache really holds. Blank: by this gateway's routing history.", max_length=256, validators=[django.core.validators.RegexValidator('^(tcp://[^\\s*/]+:\\d+|ipc://\\S+)$', 'A ZeroMQ endpoint to connect to: tcp://host:port (no wildcard), or ipc://path.')]),
         ),
     ]

@@ -4,19 +4,14 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0011_backend_kv_events_endpoint"),
+        ('tenants', '0011_backend_kv_events_endpoint'),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name="usagerecord",
-            options={
-                "ordering": ["-queued_at"],
-                "permissions": [
-                    ("view_usage_report", "Can view the usage and cost reports of every tenant"),
-                    ("view_queue_dashboard", "Can view the live queue dashboard of every tenant"),
-                ],
-            },
+            name='usagerecord',
+            options={'ordering': ['-queued_at'], 'permissions': [('view_usage_report', 'Can view the usage and cost reports of every tenant'), ('view_queue_dashboard', 'Can view the live queue dashboard of every tenant')]},
         ),
     ]

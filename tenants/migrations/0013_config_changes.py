@@ -6,24 +6,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0012_report_permissions"),
+        ('tenants', '0012_report_permissions'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="ConfigChanges",
+            name='ConfigChanges',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("count", models.BigIntegerField(default=0)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('count', models.BigIntegerField(default=0)),
             ],
             options={
-                "verbose_name": "configuration change counter",
+                'verbose_name': 'configuration change counter',
             },
         ),
     ]

@@ -5,18 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0013_config_changes"),
+        ('tenants', '0013_config_changes'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="backend",
-            name="first_byte_timeout_seconds",
-            field=models.FloatField(
-                default=60.0,
-                help_text="How long a streamed request may wait for the backend's first event (its first token, after the prompt is read) before the backend counts as hung: the request goes to another backend of the pool, or its client gets a 502, instead of waiting for the read timeout. Raise it for very long prompts on slow hardware.",
-                validators=[django.core.validators.MinValueValidator(0.1)],
-            ),
+            model_name='backend',
+            name='first_byte_timeout_seconds',
+            field=models.FloatField(default=60.0, help_text="How long a streamed request may wait for the backend's first event (its first token, after the prompt is read) before the backend counts as hung: the request goes to another backend of the pool, or its client gets a 502, instead of waiting for the read timeout. Raise it for very long prompts on slow hardware.", validators=[django.core.validators.MinValueValidator(0.1)]),
         ),
     ]

@@ -4,17 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0014_backend_first_byte_timeout"),
+        ('tenants', '0014_backend_first_byte_timeout'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="backend",
-            name="kv_events_bind",
-            field=models.BooleanField(
-                default=False,
-                help_text="This gateway binds the events endpoint and the server connects to it. vLLM binds only an endpoint with a wildcard (tcp://*:5557) and connects to any other: to keep its port off other interfaces, give vLLM this gateway's address and tick this. One gateway process only (a port binds once); with several, use the wildcard.",
-            ),
+            model_name='backend',
+            name='kv_events_bind',
+            field=models.BooleanField(default=False, help_text="This gateway binds the events endpoint and the server connects to it. vLLM binds only an endpoint with a wildcard (tcp://*:5557) and connects to any other: to keep its port off other interfaces, give vLLM this gateway's address and tick this. One gateway process only (a port binds once); with several, use the wildcard."),
         ),
     ]

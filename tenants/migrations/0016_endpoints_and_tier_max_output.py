@@ -6,71 +6,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0015_backend_kv_events_bind"),
+        ('tenants', '0015_backend_kv_events_bind'),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name="usagedaily",
-            name="one_usage_daily_row",
+            model_name='usagedaily',
+            name='one_usage_daily_row',
         ),
         migrations.AddField(
-            model_name="modelroute",
-            name="endpoints",
-            field=models.CharField(
-                blank=True,
-                help_text="The API endpoints this backend serves the model on, comma-separated (chat, completions, embeddings, responses, messages). Blank: what its kind serves for a generation model (chat and completions; vLLM also responses and messages). An embedding model: 'embeddings'.",
-                max_length=128,
-                validators=[tenants.models.backends.validate_endpoints],
-            ),
+            model_name='modelroute',
+            name='endpoints',
+            field=models.CharField(blank=True, help_text="The API endpoints this backend serves the model on, comma-separated (chat, completions, embeddings, responses, messages). Blank: what its kind serves for a generation model (chat and completions; vLLM also responses and messages). An embedding model: 'embeddings'.", max_length=128, validators=[tenants.models.backends.validate_endpoints]),
         ),
         migrations.AddField(
-            model_name="tier",
-            name="max_output_tokens",
-            field=models.PositiveIntegerField(
-                blank=True,
-                help_text="The most tokens one answer of this tier may ask for: a request asking more is refused (400, naming this limit), and one that names no maximum is sent with this one. Blank: no limit of the tier's own; a request without max_tokens runs to the engine's own end (the model's context).",
-                null=True,
-                validators=[django.core.validators.MinValueValidator(1)],
-            ),
+            model_name='tier',
+            name='max_output_tokens',
+            field=models.PositiveIntegerField(blank=True, help_text="The most tokens one answer of this tier may ask for: a request asking more is refused (400, naming this limit), and one that names no maximum is sent with this one. Blank: no limit of the tier's own; a request without max_tokens runs to the engine's own end (the model's context).", null=True, validators=[django.core.validators.MinValueValidator(1)]),
         ),
         migrations.AddField(
-            model_name="usagedaily",
-            name="endpoint",
-            field=models.CharField(
-                choices=[
-                    ("chat", "chat"),
-                    ("completions", "completions"),
-                    ("embeddings", "embeddings"),
-                    ("responses", "responses"),
-                    ("messages", "messages"),
-                ],
-                default="chat",
-                max_length=16,
-            ),
+            model_name='usagedaily',
+            name='endpoint',
+            field=models.CharField(choices=[('chat', 'chat'), ('completions', 'completions'), ('embeddings', 'embeddings'), ('responses', 'responses'), ('messages', 'messages')], default='chat', max_length=16),
         ),
         migrations.AddField(
-            model_name="usagerecord",
-            name="endpoint",
-            field=models.CharField(
-                choices=[
-                    ("chat", "chat"),
-                    ("completions", "completions"),
-                    ("embeddings", "embeddings"),
-                    ("responses", "responses"),
-                    ("messages", "messages"),
-                ],
-                default="chat",
-                help_text="The API endpoint the request came through.",
-                max_length=16,
-            ),
+            model_name='usagerecord',
+            name='endpoint',
+            field=models.CharField(choices=[('chat', 'chat'), ('completions', 'completions'), ('embeddings', 'embeddings'), ('responses', 'responses'), ('messages', 'messages')], default='chat', help_text='The API endpoint the request came through.', max_length=16),
         ),
         migrations.AddConstraint(
-            model_name="usagedaily",
-            constraint=models.UniqueConstraint(
-                fields=("day", "tenant", "user", "model", "band", "status", "endpoint"),
-                name="one_usage_daily_row",
-            ),
+            model_name='usagedaily',
+            constraint=models.UniqueConstraint(fields=('day', 'tenant', 'user', 'model', 'band', 'status', 'endpoint'), name='one_usage_daily_row'),
         ),
     ]

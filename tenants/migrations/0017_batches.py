@@ -6,165 +6,68 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0016_endpoints_and_tier_max_output"),
+        ('tenants', '0016_endpoints_and_tier_max_output'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="Batch",
+            name='Batch',
             fields=[
-                (
-                    "id",
-                    models.CharField(
-                        default=tenants.models.batches.new_batch_id,
-                        editable=False,
-                        max_length=40,
-                        primary_key=True,
-                        serialize=False,
-                    ),
-                ),
-                ("user", models.CharField(max_length=128)),
-                ("endpoint", models.CharField(max_length=32)),
-                ("model", models.CharField(blank=True, max_length=128)),
-                ("input_file_id", models.CharField(max_length=40)),
-                ("output_file_id", models.CharField(blank=True, max_length=40)),
-                ("error_file_id", models.CharField(blank=True, max_length=40)),
-                ("completion_window", models.CharField(default="24h", max_length=8)),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("validating", "Validating"),
-                            ("in_progress", "In Progress"),
-                            ("finalizing", "Finalizing"),
-                            ("completed", "Completed"),
-                            ("failed", "Failed"),
-                            ("expired", "Expired"),
-                            ("cancelling", "Cancelling"),
-                            ("cancelled", "Cancelled"),
-                        ],
-                        default="validating",
-                        max_length=12,
-                    ),
-                ),
-                ("metadata", models.JSONField(blank=True, null=True)),
-                (
-                    "errors",
-                    models.JSONField(
-                        blank=True,
-                        help_text="Why validation failed: one entry per bad line.",
-                        null=True,
-                    ),
-                ),
-                ("total", models.PositiveIntegerField(default=0)),
-                ("completed", models.PositiveIntegerField(default=0)),
-                ("failed", models.PositiveIntegerField(default=0)),
-                ("input_tokens", models.BigIntegerField(default=0)),
-                ("output_tokens", models.BigIntegerField(default=0)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("expires_at", models.DateTimeField()),
-                ("in_progress_at", models.DateTimeField(blank=True, null=True)),
-                ("finalizing_at", models.DateTimeField(blank=True, null=True)),
-                ("completed_at", models.DateTimeField(blank=True, null=True)),
-                ("failed_at", models.DateTimeField(blank=True, null=True)),
-                ("expired_at", models.DateTimeField(blank=True, null=True)),
-                ("cancelling_at", models.DateTimeField(blank=True, null=True)),
-                ("cancelled_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "runner",
-                    models.CharField(
-                        blank=True,
-                        help_text="The gateway process running it now, if any.",
-                        max_length=128,
-                    ),
-                ),
-                ("lease_until", models.DateTimeField(blank=True, null=True)),
-                (
-                    "api_key",
-                    models.ForeignKey(
-                        blank=True,
-                        help_text="The key that created it: its lines run as this key's requests.",
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="batches",
-                        to="tenants.apikey",
-                    ),
-                ),
-                (
-                    "tenant",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="batches",
-                        to="tenants.tenant",
-                    ),
-                ),
+                ('id', models.CharField(default=tenants.models.batches.new_batch_id, editable=False, max_length=40, primary_key=True, serialize=False)),
+                ('user', models.CharField(max_length=128)),
+                ('endpoint', models.CharField(max_length=32)),
+                ('model', models.CharField(blank=True, max_length=128)),
+                ('input_file_id', models.CharField(max_length=40)),
+                ('output_file_id', models.CharField(blank=True, max_length=40)),
+                ('error_file_id', models.CharField(blank=True, max_length=40)),
+                ('completion_window', models.CharField(default='24h', max_length=8)),
+                ('status', models.CharField(choices=[('validating', 'Validating'), ('in_progress', 'In Progress'), ('finalizing', 'Finalizing'), ('completed', 'Completed'), ('failed', 'Failed'), ('expired', 'Expired'), ('cancelling', 'Cancelling'), ('cancelled', 'Cancelled')], default='validating', max_length=12)),
+                ('metadata', models.JSONField(blank=True, null=True)),
+                ('errors', models.JSONField(blank=True, help_text='Why validation failed: one entry per bad line.', null=True)),
+                ('total', models.PositiveIntegerField(default=0)),
+                ('completed', models.PositiveIntegerField(default=0)),
+                ('failed', models.PositiveIntegerField(default=0)),
+                ('input_tokens', models.BigIntegerField(default=0)),
+                ('output_tokens', models.BigIntegerField(default=0)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('expires_at', models.DateTimeField()),
+                ('in_progress_at', models.DateTimeField(blank=True, null=True)),
+                ('finalizing_at', models.DateTimeField(blank=True, null=True)),
+                ('completed_at', models.DateTimeField(blank=True, null=True)),
+                ('failed_at', models.DateTimeField(blank=True, null=True)),
+                ('expired_at', models.DateTimeField(blank=True, null=True)),
+                ('cancelling_at', models.DateTimeField(blank=True, null=True)),
+                ('cancelled_at', models.DateTimeField(blank=True, null=True)),
+                ('runner', models.CharField(blank=True, help_text='The gateway process running it now, if any.', max_length=128)),
+                ('lease_until', models.DateTimeField(blank=True, null=True)),
+                ('api_key', models.ForeignKey(blank=True, help_text="The key that created it: its lines run as this key's requests.", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='batches', to='tenants.apikey')),
+                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='batches', to='tenants.tenant')),
             ],
             options={
-                "verbose_name_plural": "batches",
-                "ordering": ["-created_at"],
-                "indexes": [
-                    models.Index(fields=["tenant", "created_at"], name="batch_tenant_time"),
-                    models.Index(fields=["status"], name="batch_status"),
-                ],
+                'verbose_name_plural': 'batches',
+                'ordering': ['-created_at'],
+                'indexes': [models.Index(fields=['tenant', 'created_at'], name='batch_tenant_time'), models.Index(fields=['status'], name='batch_status')],
             },
         ),
         migrations.CreateModel(
-            name="StoredFile",
+            name='StoredFile',
             fields=[
-                (
-                    "id",
-                    models.CharField(
-                        default=tenants.models.batches.new_file_id,
-                        editable=False,
-                        max_length=40,
-                        primary_key=True,
-                        serialize=False,
-                    ),
-                ),
-                (
-                    "user",
-                    models.CharField(help_text="The user of the key that made it.", max_length=128),
-                ),
-                ("filename", models.CharField(max_length=255)),
-                (
-                    "purpose",
-                    models.CharField(
-                        choices=[("batch", "batch input"), ("batch_output", "batch output")],
-                        max_length=16,
-                    ),
-                ),
-                ("bytes", models.BigIntegerField(default=0)),
-                (
-                    "storage_name",
-                    models.CharField(
-                        help_text="Where its bytes lie, relative to FILES_DIR.", max_length=255
-                    ),
-                ),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "api_key",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="files",
-                        to="tenants.apikey",
-                    ),
-                ),
-                (
-                    "tenant",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="files",
-                        to="tenants.tenant",
-                    ),
-                ),
+                ('id', models.CharField(default=tenants.models.batches.new_file_id, editable=False, max_length=40, primary_key=True, serialize=False)),
+                ('user', models.CharField(help_text='The user of the key that made it.', max_length=128)),
+                ('filename', models.CharField(max_length=255)),
+                ('purpose', models.CharField(choices=[('batch', 'batch input'), ('batch_output', 'batch output')], max_length=16)),
+                ('bytes', models.BigIntegerField(default=0)),
+                ('storage_name', models.CharField(help_text='Where its bytes lie, relative to FILES_DIR.', max_length=255)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('api_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='files', to='tenants.apikey')),
+                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='files', to='tenants.tenant')),
             ],
             options={
-                "verbose_name": "file",
-                "ordering": ["-created_at"],
-                "indexes": [models.Index(fields=["tenant", "created_at"], name="file_tenant_time")],
+                'verbose_name': 'file',
+                'ordering': ['-created_at'],
+                'indexes': [models.Index(fields=['tenant', 'created_at'], name='file_tenant_time')],
             },
         ),
     ]

@@ -7,89 +7,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0017_batches"),
+        ('tenants', '0017_batches'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="AuditEntry",
+            name='AuditEntry',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                (
-                    "actor_kind",
-                    models.CharField(
-                        choices=[
-                            ("user", "admin user"),
-                            ("api_key", "API key"),
-                            ("command", "management command"),
-                            ("system", "system"),
-                        ],
-                        max_length=8,
-                    ),
-                ),
-                (
-                    "actor",
-                    models.CharField(
-                        help_text='The admin user\'s name, the API key (prefix, tenant, user), "manage.py <command>", or "system".',
-                        max_length=200,
-                    ),
-                ),
-                (
-                    "address",
-                    models.GenericIPAddressField(
-                        blank=True,
-                        help_text="The client's address (behind TRUSTED_PROXIES, forwarded).",
-                        null=True,
-                    ),
-                ),
-                (
-                    "model",
-                    models.CharField(
-                        help_text='app label and model, e.g. "tenants.tier"', max_length=100
-                    ),
-                ),
-                ("object_id", models.CharField(max_length=64)),
-                ("object_repr", models.CharField(max_length=200)),
-                (
-                    "action",
-                    models.CharField(
-                        choices=[("create", "create"), ("update", "update"), ("delete", "delete")],
-                        max_length=6,
-                    ),
-                ),
-                (
-                    "changes",
-                    models.JSONField(
-                        default=dict,
-                        encoder=django.core.serializers.json.DjangoJSONEncoder,
-                        help_text="{field: [before, after]} of the fields that changed; secrets redacted.",
-                    ),
-                ),
-                (
-                    "tenant",
-                    models.ForeignKey(
-                        blank=True,
-                        db_constraint=False,
-                        null=True,
-                        on_delete=django.db.models.deletion.DO_NOTHING,
-                        related_name="+",
-                        to="tenants.tenant",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ('actor_kind', models.CharField(choices=[('user', 'admin user'), ('api_key', 'API key'), ('command', 'management command'), ('system', 'system')], max_length=8)),
+                ('actor', models.CharField(help_text='The admin user\'s name, the API key (prefix, tenant, user), "manage.py <command>", or "system".', max_length=200)),
+                ('address', models.GenericIPAddressField(blank=True, help_text="The client's address (behind TRUSTED_PROXIES, forwarded).", null=True)),
+                ('model', models.CharField(help_text='app label and model, e.g. "tenants.tier"', max_length=100)),
+                ('object_id', models.CharField(max_length=64)),
+                ('object_repr', models.CharField(max_length=200)),
+                ('action', models.CharField(choices=[('create', 'create'), ('update', 'update'), ('delete', 'delete')], max_length=6)),
+                ('changes', models.JSONField(default=dict, encoder=django.core.serializers.json.DjangoJSONEncoder, help_text='{field: [before, after]} of the fields that changed; secrets redacted.')),
+                ('tenant', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='tenants.tenant')),
             ],
             options={
-                "verbose_name": "audit entry",
-                "verbose_name_plural": "audit trail",
-                "ordering": ["-at", "-id"],
-                "default_permissions": ("view",),
-                "indexes": [models.Index(fields=["tenant", "-id"], name="audit_tenant_newest")],
+                'verbose_name': 'audit entry',
+                'verbose_name_plural': 'audit trail',
+                'ordering': ['-at', '-id'],
+                'default_permissions': ('view',),
+                'indexes': [models.Index(fields=['tenant', '-id'], name='audit_tenant_newest')],
             },
         ),
     ]

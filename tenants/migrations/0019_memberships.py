@@ -6,54 +6,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0018_audit_trail"),
+        ('tenants', '0018_audit_trail'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="Membership",
+            name='Membership',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                (
-                    "role",
-                    models.CharField(
-                        choices=[("admin", "tenant administrator"), ("member", "tenant member")],
-                        default="member",
-                        max_length=6,
-                    ),
-                ),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "tenant",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="memberships",
-                        to="tenants.tenant",
-                    ),
-                ),
-                (
-                    "user",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="memberships",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('role', models.CharField(choices=[('admin', 'tenant administrator'), ('member', 'tenant member')], default='member', max_length=6)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='tenants.tenant')),
+                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "ordering": ["tenant__name", "user__username"],
-                "constraints": [
-                    models.UniqueConstraint(
-                        fields=("user", "tenant"), name="one_membership_per_tenant"
-                    )
-                ],
+                'ordering': ['tenant__name', 'user__username'],
+                'constraints': [models.UniqueConstraint(fields=('user', 'tenant'), name='one_membership_per_tenant')],
             },
         ),
     ]

@@ -6,49 +6,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0019_memberships"),
+        ('tenants', '0019_memberships'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="SsoIdentity",
+            name='SsoIdentity',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("issuer", models.CharField(max_length=255)),
-                ("subject", models.CharField(max_length=255)),
-                ("granted_staff", models.BooleanField(default=False)),
-                ("granted_superuser", models.BooleanField(default=False)),
-                (
-                    "granted_tenants",
-                    models.JSONField(
-                        default=list,
-                        help_text="The ids of the tenants the claims made the user a member of.",
-                    ),
-                ),
-                (
-                    "user",
-                    models.OneToOneField(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="sso_identity",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('issuer', models.CharField(max_length=255)),
+                ('subject', models.CharField(max_length=255)),
+                ('granted_staff', models.BooleanField(default=False)),
+                ('granted_superuser', models.BooleanField(default=False)),
+                ('granted_tenants', models.JSONField(default=list, help_text='The ids of the tenants the claims made the user a member of.')),
+                ('user', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='sso_identity', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "verbose_name": "single sign-on identity",
-                "verbose_name_plural": "single sign-on identities",
-                "constraints": [
-                    models.UniqueConstraint(
-                        fields=("issuer", "subject"), name="one_user_per_sso_subject"
-                    )
-                ],
+                'verbose_name': 'single sign-on identity',
+                'verbose_name_plural': 'single sign-on identities',
+                'constraints': [models.UniqueConstraint(fields=('issuer', 'subject'), name='one_user_per_sso_subject')],
             },
         ),
     ]

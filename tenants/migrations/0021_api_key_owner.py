@@ -6,22 +6,16 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0020_sso_identity"),
+        ('tenants', '0020_sso_identity'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="apikey",
-            name="owner",
-            field=models.ForeignKey(
-                blank=True,
-                help_text="Who made this key in the tenant's pages: a member manages the keys they own there (by this, never by the principal's name, which anyone may share).",
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="owned_api_keys",
-                to=settings.AUTH_USER_MODEL,
-            ),
+            model_name='apikey',
+            name='owner',
+            field=models.ForeignKey(blank=True, help_text="Who made this key in the tenant's pages: a member manages the keys they own there (by this, never by the principal's name, which anyone may share).", null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='owned_api_keys', to=settings.AUTH_USER_MODEL),
         ),
     ]

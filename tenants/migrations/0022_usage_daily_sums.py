@@ -16,7 +16,7 @@ def sum_every_record(apps, schema_editor):
     alias = schema_editor.connection.alias
     install_rollup_trigger(alias)
     with schema_editor.connection.cursor() as cursor:
-        cursor.execute(roll_up_sql("tenants_usagerecord", alias))
+        cursor.execute(roll_up_sql('tenants_usagerecord', alias))
 
 
 def stop_summing(apps, schema_editor):
@@ -24,90 +24,58 @@ def stop_summing(apps, schema_editor):
     again, so migrating forward once more counts each of them once, not twice."""
     alias = schema_editor.connection.alias
     drop_rollup_trigger(alias)
-    daily = apps.get_model("tenants", "UsageDaily").objects.using(alias)
+    daily = apps.get_model('tenants', 'UsageDaily').objects.using(alias)
     kept = (
-        apps.get_model("tenants", "UsageRecord")
-        .objects.using(alias)
-        .annotate(day=TruncDate("queued_at", tzinfo=UTC))
-        .values(
-            "day",
-            "tenant_id",
-            "api_key_id",
-            "user",
-            "model",
-            "band",
-            "status",
-            "endpoint",
-            "error_type",
-        )
-        .annotate(
-            n=Count("id"),
-            prompt=Sum("prompt_tokens"),
-            completion=Sum("completion_tokens"),
-            spent=Sum("cost"),
-        )
+        apps.get_model('tenants', 'UsageRecord').objects.using(alias)
+        .annotate(day=TruncDate('queued_at', tzinfo=UTC))
+        .values('day', 'tenant_id', 'api_key_id', 'user', 'model', 'band', 'status', 'endpoint',
+                'error_type')
+        .annotate(n=Count('id'), prompt=Sum('prompt_tokens'), completion=Sum('completion_tokens'),
+                  spent=Sum('cost'))
         .order_by()
     )
     for group in kept.iterator():
         daily.filter(
-            day=group["day"],
-            tenant_id=group["tenant_id"],
-            key_id=group["api_key_id"] or 0,
-            user=group["user"],
-            model=group["model"],
-            band=group["band"],
-            status=group["status"],
-            endpoint=group["endpoint"],
-            error_type=group["error_type"],
+            day=group['day'], tenant_id=group['tenant_id'], key_id=group['api_key_id'] or 0,
+            user=group['user'], model=group['model'], band=group['band'],
+            status=group['status'], endpoint=group['endpoint'], error_type=group['error_type'],
         ).update(
-            requests=F("requests") - group["n"],
-            prompt_tokens=F("prompt_tokens") - group["prompt"],
-            completion_tokens=F("completion_tokens") - group["completion"],
-            cost=F("cost") - group["spent"],
+            requests=F('requests') - group['n'],
+            prompt_tokens=F('prompt_tokens') - group['prompt'],
+            completion_tokens=F('completion_tokens') - group['completion'],
+            cost=F('cost') - group['spent'],
         )
     daily.filter(requests=0).delete()
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0021_api_key_owner"),
+        ('tenants', '0021_api_key_owner'),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name="usagedaily",
-            name="one_usage_daily_row",
+            model_name='usagedaily',
+            name='one_usage_daily_row',
         ),
         migrations.AddField(
-            model_name="usagedaily",
-            name="error_type",
-            field=models.CharField(blank=True, default="", max_length=64),
+            model_name='usagedaily',
+            name='error_type',
+            field=models.CharField(blank=True, default='', max_length=64),
         ),
         migrations.AddField(
-            model_name="usagedaily",
-            name="key_id",
+            model_name='usagedaily',
+            name='key_id',
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddIndex(
-            model_name="usagedaily",
-            index=models.Index(fields=["key_id", "day"], name="usage_daily_key_day"),
+            model_name='usagedaily',
+            index=models.Index(fields=['key_id', 'day'], name='usage_daily_key_day'),
         ),
         migrations.AddConstraint(
-            model_name="usagedaily",
-            constraint=models.UniqueConstraint(
-                fields=(
-                    "day",
-                    "tenant_id",
-                    "key_id",
-                    "user",
-                    "model",
-                    "band",
-                    "status",
-                    "endpoint",
-                    "error_type",
-                ),
-                name="one_usage_daily_row",
-            ),
+            model_name='usagedaily',
+            constraint=models.UniqueConstraint(fields=('day', 'tenant_id', 'key_id', 'user', 'model', 'band', 'status', 'endpoint', 'error_type'), name='one_usage_daily_row'),
         ),
         migrations.RunPython(sum_every_record, stop_summing),
     ]

@@ -5,54 +5,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("tenants", "0022_usage_daily_sums"),
+        ('tenants', '0022_usage_daily_sums'),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="modelroute",
-            name="endpoints",
-            field=models.CharField(
-                blank=True,
-                help_text="The API endpoints this backend serves the model on, comma-separated (chat, completions, embeddings, responses, messages, rerank, score). Blank: what its kind serves for a generation model (chat and completions; vLLM also responses and messages). An embedding model: 'embeddings,rerank,score'; a reranker: 'rerank,score'.",
-                max_length=128,
-                validators=[tenants.models.backends.validate_endpoints],
-            ),
+            model_name='modelroute',
+            name='endpoints',
+            field=models.CharField(blank=True, help_text="The API endpoints this backend serves the model on, comma-separated (chat, completions, embeddings, responses, messages, rerank, score). Blank: what its kind serves for a generation model (chat and completions; vLLM also responses and messages). An embedding model: 'embeddings,rerank,score'; a reranker: 'rerank,score'.", max_length=128, validators=[tenants.models.backends.validate_endpoints]),
         ),
         migrations.AlterField(
-            model_name="usagedaily",
-            name="endpoint",
-            field=models.CharField(
-                choices=[
-                    ("chat", "chat"),
-                    ("completions", "completions"),
-                    ("embeddings", "embeddings"),
-                    ("responses", "responses"),
-                    ("messages", "messages"),
-                    ("rerank", "rerank"),
-                    ("score", "score"),
-                ],
-                default="chat",
-                max_length=16,
-            ),
+            model_name='usagedaily',
+            name='endpoint',
+            field=models.CharField(choices=[('chat', 'chat'), ('completions', 'completions'), ('embeddings', 'embeddings'), ('responses', 'responses'), ('messages', 'messages'), ('rerank', 'rerank'), ('score', 'score')], default='chat', max_length=16),
         ),
         migrations.AlterField(
-            model_name="usagerecord",
-            name="endpoint",
-            field=models.CharField(
-                choices=[
-                    ("chat", "chat"),
-                    ("completions", "completions"),
-                    ("embeddings", "embeddings"),
-                    ("responses", "responses"),
-                    ("messages", "messages"),
-                    ("rerank", "rerank"),
-                    ("score", "score"),
-                ],
-                default="chat",
-                help_text="The API endpoint the request came through.",
-                max_length=16,
-            ),
+            model_name='usagerecord',
+            name='endpoint',
+            field=models.CharField(choices=[('chat', 'chat'), ('completions', 'completions'), ('embeddings', 'embeddings'), ('responses', 'responses'), ('messages', 'messages'), ('rerank', 'rerank'), ('score', 'score')], default='chat', help_text='The API endpoint the request came through.', max_length=16),
         ),
     ]
