@@ -45,6 +45,7 @@ from realengine_flood import (
     summarise,
     wait_idle,
 )
+from vllm_resume import stream
 
 from llmserver.pipeline.resume import continuation_body
 from llmserver.testing.vllm_build import VLLM_VERSION
@@ -120,17 +121,10 @@ async def prefill(vllm: VllmServer, prompt: str, resumed: bool = False) -> dict[
 
 async def paused(http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> dict[str, Any]:
     """The continuation of `body` after RESUMED_AFTER tokens (its stream then closed)."""
-    parts: list[str] = []
-    stream = {**body, "max_tokens": 64, "ignore_eos": True, "stream": True}
-    async with http.stream("POST", url + "/v1/chat/completions", json=stream) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("data: {"):
-                for choice in json.loads(line[6:]).get("choices", []):
-                    parts.append((choice.get("delta") or {}).get("content") or "")
-            if sum(1 for p in parts if p) >= RESUMED_AFTER:
-                break
+    streamed = {**body, "max_tokens": 64, "ignore_eos": True, "stream": True}
+    text, _, _ = await stream(http, url, streamed, RESUMED_AFTER)
     await asyncio.sleep(0.3)
-    return continuation_body(body, "".join(parts), RESUMED_AFTER)
+    return continuation_body(body, text, RESUMED_AFTER)
 
 
 def fit(steps: dict[int, float], prefills: dict[str, dict[str, float]]) -> dict[str, float]:

@@ -6,8 +6,8 @@ kilobytes), and parsing it whole cost 5 ms of the event loop per scrape of the s
 Gauges are summed over label sets (engines, ranks).
 Time per output token, time to first token and prefill seconds per prompt token are means over
 the last scrape window, from the deltas of the histogram's sum and count between two scrapes (or
-of a seconds counter and a tokens counter), never the all-time mean; a window with no new observations gives None
-(no evidence of slowness).
+of a seconds counter and a tokens counter), never the all-time mean; a window with no new
+observations gives None (no evidence of slowness).
 """
 
 from __future__ import annotations
