@@ -39,7 +39,8 @@ from tracing_overhead import start_sink  # noqa: E402
 from llmserver.backends.upstream import UpstreamClient  # noqa: E402
 from llmserver.conf import GatewaySettings  # noqa: E402
 from llmserver.runtime.keys import KeyInfo  # noqa: E402
-from llmserver.runtime.tracing import Tracing, gateway_tracing  # noqa: E402
+from llmserver.runtime.telemetry import gateway_tracing  # noqa: E402
+from llmserver.runtime.tracing import Tracing  # noqa: E402
 from llmserver.runtime.usage import UsageDraft  # noqa: E402
 from llmserver.testing.processes import stop  # noqa: E402
 from llmserver.wire.validation import TokenLimits, validate  # noqa: E402
