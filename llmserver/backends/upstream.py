@@ -30,7 +30,7 @@ from typing import Any
 import aiohttp
 import httpx
 
-from llmserver.backends.kinds import profile
+from tenants.backend_kinds import profile
 
 log = logging.getLogger(__name__)
 

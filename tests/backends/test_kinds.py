@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from llmserver.backends.kinds import PROFILES, profile
 from llmserver.backends.metrics import MetricsReader
 from llmserver.backends.upstream import UpstreamClient
-from tenants.models import BackendKind
+from tenants.backend_kinds import PROFILES, profile
+from tenants.models import Backend
 
 
-def test_every_kind_the_admin_offers_has_a_profile() -> None:
-    assert set(BackendKind.values) == set(PROFILES)
+def test_the_admin_offers_each_profiled_kind_by_its_label() -> None:
+    choices = Backend._meta.get_field("kind").choices
+    assert choices == [(kind, p.label) for kind, p in PROFILES.items()]
 
 
 def test_an_unknown_kind_is_refused_where_a_backend_is_built() -> None:
