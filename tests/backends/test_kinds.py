@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llmserver.backends.metrics import MetricsReader
+from llmserver.backends.spec import BackendSpec
 from llmserver.backends.upstream import UpstreamClient
 from tenants.backend_kinds import PROFILES, profile
 from tenants.models import Backend
@@ -19,7 +20,7 @@ def test_an_unknown_kind_is_refused_where_a_backend_is_built() -> None:
     with pytest.raises(ValueError, match="unknown backend kind"):
         profile("triton")
     with pytest.raises(ValueError, match="unknown backend kind"):
-        UpstreamClient("http://127.0.0.1:1", "triton")
+        UpstreamClient(BackendSpec("b", "triton", "http://127.0.0.1:1"))
 
 
 def test_a_kind_without_metrics_has_no_reader() -> None:
