@@ -36,10 +36,12 @@ django.setup()
 
 from tracing_overhead import start_sink  # noqa: E402
 
+from llmserver.backends.spec import BackendSpec  # noqa: E402
 from llmserver.backends.upstream import UpstreamClient  # noqa: E402
 from llmserver.conf import GatewaySettings  # noqa: E402
 from llmserver.runtime.keys import KeyInfo  # noqa: E402
-from llmserver.runtime.tracing import Tracing, gateway_tracing  # noqa: E402
+from llmserver.runtime.telemetry import gateway_tracing  # noqa: E402
+from llmserver.runtime.tracing import Tracing  # noqa: E402
 from llmserver.runtime.usage import UsageDraft  # noqa: E402
 from llmserver.testing.processes import stop  # noqa: E402
 from llmserver.wire.validation import TokenLimits, validate  # noqa: E402
@@ -121,7 +123,7 @@ async def cpu_per_request(tracing: Tracing | None, n: int, client: UpstreamClien
 
 async def measure(args: argparse.Namespace) -> dict[str, list[float]]:
     sink_url, sink = start_sink()
-    client = UpstreamClient("http://127.0.0.1:8100", "vllm", name="sim")
+    client = UpstreamClient(BackendSpec("sim", "vllm", "http://127.0.0.1:8100"))
     on = GatewaySettings(traces_exporters=("otlp",), otlp_traces_endpoint=sink_url + "/v1/traces")
     os.environ["OTEL_BSP_MAX_QUEUE_SIZE"] = str(8 * args.requests)
     ways: dict[str, Tracing | None] = {

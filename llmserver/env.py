@@ -1,7 +1,10 @@
-"""Tiny helpers that read process settings from the environment.
+"""Tiny helpers that read process settings from the environment, for `llmserver/settings.py`,
+the one reader of the environment: every other module reads settings.
 
 Each returns the default when the variable is unset or empty and raises ImproperlyConfigured,
-naming the variable, when a value cannot be read.
+naming the variable, when a value cannot be read. The groups of variables that make one value
+are read here too: the database's and Redis's URLs, single sign-on's `OIDC_*` and tracing's
+`OTEL_*`.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from enum import StrEnum
 from urllib.parse import unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+
+from tenants.sso.config import ENDPOINT_VARIABLES, SIGN_ALGORITHMS, RoleRules, SsoConfig
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -79,6 +84,14 @@ def env_cidrs(name: str) -> tuple[str, ...]:
     return tuple(networks)
 
 
+def env_url(name: str) -> str:
+    """An http(s) URL, or "" when unset."""
+    value = env_str(name).strip()
+    if value and (urlsplit(value).scheme not in {"http", "https"} or not urlsplit(value).netloc):
+        raise ImproperlyConfigured(f"{name} must be an http(s) URL; got {value!r}")
+    return value
+
+
 def enum_values(values: type[StrEnum]) -> tuple[str, ...]:
     """An enum's values, the choices of the variable that names one."""
     return tuple(v.value for v in values)
@@ -139,3 +152,88 @@ def redis_url(name: str) -> str:
     if url and urlsplit(url).scheme not in {"redis", "rediss", "unix"}:
         raise ImproperlyConfigured(f"{name} must be a redis:// or rediss:// URL; got {url!r}")
     return url
+
+
+def sso_from_env() -> SsoConfig | None:
+    """Single sign-on's configuration (`tenants.sso.config`), None unless `OIDC_RP_CLIENT_ID`
+    is set. Set, it needs the client's secret and either the provider's issuer or all four
+    endpoints by name; anything less stops start-up naming the variable."""
+    client_id = env_str("OIDC_RP_CLIENT_ID").strip()
+    if not client_id:
+        return None
+    secret = env_str("OIDC_RP_CLIENT_SECRET")
+    if not secret:
+        raise ImproperlyConfigured("OIDC_RP_CLIENT_ID is set: OIDC_RP_CLIENT_SECRET is needed too")
+    issuer = env_url("OIDC_OP_ISSUER")
+    endpoints = {key: url for key, name in ENDPOINT_VARIABLES.items() if (url := env_url(name))}
+    if not issuer and len(endpoints) < len(ENDPOINT_VARIABLES):
+        missing = [n for k, n in ENDPOINT_VARIABLES.items() if k not in endpoints]
+        raise ImproperlyConfigured(
+            "OIDC_RP_CLIENT_ID is set: name the provider by OIDC_OP_ISSUER, or set "
+            + ", ".join(missing)
+        )
+    rules = RoleRules(
+        claim=env_str("OIDC_ROLES_CLAIM", RoleRules.claim).strip(),
+        operator_groups=frozenset(env_list("OIDC_OPERATOR_GROUPS", ["llmserver:operators"])),
+        superuser_groups=frozenset(env_list("OIDC_SUPERUSER_GROUPS", [])),
+        tenant_prefix=env_str("OIDC_TENANT_ROLE_PREFIX", RoleRules.tenant_prefix).strip(),
+    )
+    return SsoConfig(
+        client_id=client_id,
+        client_secret=secret,
+        issuer=issuer,
+        endpoints=endpoints,
+        sign_algo=env_choice("OIDC_RP_SIGN_ALGO", SIGN_ALGORITHMS, "rs256").upper(),
+        scopes=env_str("OIDC_RP_SCOPES", "openid email profile"),
+        rules=rules,
+        operators_group=env_str("OIDC_OPERATORS_GROUP", "operators (single sign-on)"),
+        session_seconds=env_int("OIDC_SESSION_SECONDS", 8 * 3600, minimum=60),
+        timeout=float(env_int("OIDC_TIMEOUT", 10, minimum=1)),
+    )
+
+
+# OTEL_TRACES_EXPORTER's values that the gateway can export to ("none" is off).
+EXPORTERS = ("otlp", "console")
+# The only OTLP protocol the installed exporter speaks; every collector takes it (port 4318).
+OTLP_PROTOCOL = "http/protobuf"
+
+
+def traces_exporters() -> tuple[str, ...]:
+    """The exporters spans go to (`llmserver.runtime.tracing`); empty is off.
+    `OTEL_TRACES_EXPORTER` names them ("none" is off); unset, "otlp" where an OTLP endpoint is
+    set, else off: unlike OpenTelemetry's own default ("otlp" to localhost), a gateway traces
+    only when asked. `OTEL_SDK_DISABLED=true` turns everything off."""
+    if env_bool("OTEL_SDK_DISABLED", False):
+        return ()
+    names = [name.lower() for name in env_list("OTEL_TRACES_EXPORTER", [])]
+    if not names:
+        endpoint = env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env_str(
+            "OTEL_EXPORTER_OTLP_ENDPOINT"
+        )
+        names = ["otlp"] if endpoint else []
+    chosen = tuple(dict.fromkeys(name for name in names if name != "none"))
+    unknown = [name for name in chosen if name not in EXPORTERS]
+    if unknown:
+        raise ImproperlyConfigured(
+            f"OTEL_TRACES_EXPORTER must list {', '.join(EXPORTERS)} or none; got {unknown[0]!r}"
+        )
+    if "otlp" in chosen:
+        protocol = env_str("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env_str(
+            "OTEL_EXPORTER_OTLP_PROTOCOL", OTLP_PROTOCOL
+        )
+        if protocol != OTLP_PROTOCOL:
+            raise ImproperlyConfigured(
+                f"OTEL_EXPORTER_OTLP_PROTOCOL must be {OTLP_PROTOCOL} (the collector's port "
+                f"4318); got {protocol!r}"
+            )
+    return chosen
+
+
+def otlp_traces_endpoint(default: str) -> str:
+    """The URL spans are posted to, as OpenTelemetry reads it: the traces endpoint as it is,
+    else the general endpoint with `/v1/traces` added, else `default`."""
+    traces = env_str("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if traces:
+        return traces
+    base = env_str("OTEL_EXPORTER_OTLP_ENDPOINT")
+    return base.rstrip("/") + "/v1/traces" if base else default

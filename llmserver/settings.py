@@ -25,12 +25,14 @@ from llmserver.env import (
     env_int,
     env_list,
     env_str,
+    otlp_traces_endpoint,
     redis_url,
+    sso_from_env,
+    traces_exporters,
 )
 from llmserver.proxy import FORWARDED_PROTO, csrf_trusted_origins
-from llmserver.runtime.tracing import otlp_traces_endpoint, traces_exporters
 from scheduling import CostUnit, WithinPrincipal
-from tenants.sso.config import sso_from_env, sso_settings
+from tenants.sso.config import sso_settings
 
 django_stubs_ext.monkeypatch()
 

@@ -99,6 +99,13 @@ class BackendState:
             return max(0.0, self.in_flight + 1 + self.external_load() - self.capacity)
         return self.estimated_waiting()
 
+    def is_full(self) -> bool:
+        """Every slot taken (by the gateway's count against its capacity or `max_in_flight`) or
+        work waiting in its own queue at the last scrape: a request sent now waits there."""
+        slots = self.capacity or self.config.max_in_flight
+        waiting = self.metrics.waiting if self.metrics is not None else None
+        return self.in_flight >= slots or (waiting or 0) > 0
+
     def is_stale(self, now: float, stale_after: float) -> bool:
         """No metrics yet, or older than `stale_after`: only meaningful for backends with metrics."""
         if not self.config.has_metrics:

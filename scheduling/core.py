@@ -322,7 +322,7 @@ class Scheduler:
             if pstate.in_flight >= entry.job.policy.max_concurrent:
                 pstate.blocked.append(lane)  # back in the heap when one of its jobs finishes
                 continue
-            if preemption.yields(entry):
+            if entry.yields():
                 deferred.append(lane)
                 continue
             candidates = [s for s in open_backends if entry.may_use(s.name)]
@@ -491,8 +491,33 @@ class Scheduler:
     # preemption ------------------------------------------------------------------------------
 
     def preempt(self, now: float) -> list[Eviction]:
-        """The evictions to make now (`scheduling.preemption.preempt`)."""
-        return preemption.preempt(self, now)
+        """The evictions to make now, as `scheduling.preemption.decide` plans them: each
+        victim marked evicting (and, where it makes room for a waiter, yielding to it and
+        counted against its backend's per-second bound), each decision counted, and the time
+        to look again noted."""
+        plan = preemption.decide(
+            now, self.config, self.heaps, self.pools, self.entries.values(), self.principals
+        )
+        self.preempt_due = plan.due
+        for decision in plan.decisions:
+            self.decisions[decision.reason] += 1
+            if decision.head is not None:
+                decision.head.held_for = decision.reason
+        return [self._evict(victim, now) for victim in plan.victims]
+
+    def _evict(self, victim: preemption.Victim, now: float) -> Eviction:
+        entry, backend, waiter = victim.entry, victim.backend, victim.waiter
+        if victim.generated is not None:
+            entry.generated = victim.generated
+        entry.evicting = True
+        entry.evictions += 1
+        backend.evicting += 1
+        if waiter is not None:
+            backend.evicted_at.append(now)
+            entry.yield_to = waiter
+            entry.yield_mark = waiter.dispatches
+        self.totals["evicted"] += 1
+        return Eviction(entry.job.id, backend.name)
 
     def preempted(self, job_id: str, real_cost: float, now: float) -> None:
         """The relay stopped the evicted job, which had generated `real_cost` worth so far: free

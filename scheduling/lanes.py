@@ -67,6 +67,21 @@ class Entry:
         allowed = self.job.backends
         return backend not in self.excluded and (allowed is None or backend in allowed)
 
+    def yields(self) -> bool:
+        """Whether this evicted job still waits for the lane it was evicted for: while that
+        lane has a job waiting and has not been dispatched since, so the slot it gave up is not
+        taken back; no longer, or a backlogged waiter would hold it back for good."""
+        lane = self.yield_to
+        if (
+            lane is not None
+            and lane.dispatches == self.yield_mark
+            and lane.token is not None
+            and lane.queue.peek() is not None
+        ):
+            return True
+        self.yield_to = None
+        return False
+
 
 class PrincipalQueue(Protocol):
     """The order inside one principal's lane."""

@@ -243,3 +243,9 @@ class SchedulerService:
 
     def snapshot(self) -> SchedulerSnapshot:
         return build_snapshot(self.core, self.clock())
+
+    def backend_full(self, backend_name: str) -> bool:
+        """Whether a request sent to the backend now would wait there (`BackendState.is_full`);
+        False for one not configured."""
+        state = self.core.backends.get(backend_name)
+        return state is not None and state.is_full()

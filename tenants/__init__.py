@@ -1,1 +1,2 @@
-"""Tenants, tiers, API keys, quota and cost rules, backends and usage records."""
+"""Tenants, tiers, API keys, quota and cost rules, backends and their kinds' profiles, and usage
+records."""

@@ -1,1 +1,2 @@
-"""The OpenAI-compatible surface: validation, errors, the completion pipeline and its consumers."""
+"""The OpenAI-compatible surface: the Channels consumers, key authentication and the Batch API's
+files; they speak `llmserver.wire` and drive `llmserver.pipeline`."""

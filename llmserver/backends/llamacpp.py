@@ -1,6 +1,6 @@
 """llama.cpp's llama-server as a backend: where its health and its capacity are read.
 
-Its metrics names live with the others' in its profile (`llmserver.backends.kinds`). Capacity is the number of slots
+Its metrics names live with the others' in its profile (`tenants.backend_kinds`). Capacity is the number of slots
 (`-np`, continuous-batching sequences): requests beyond it wait in the server's own FIFO, counted
 by `llamacpp:requests_deferred`. The gateway's metrics poller reads it from the server itself
 (`read_capacity`), so its exact slot accounting works without an operator copying `-np` by hand.

@@ -22,8 +22,8 @@ from dataclasses import replace
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from llmserver.backends.kinds import profile
 from scheduling import BackendMetrics
+from tenants.backend_kinds import profile
 
 log = logging.getLogger(__name__)
 

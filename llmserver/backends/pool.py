@@ -75,16 +75,6 @@ class BackendPool:
         self._specs, self._backends = specs, backends
         self.scheduler.configure(scheduler, self._scheduler_backends())
 
-    def _full(self, name: str) -> bool:
-        """Whether every slot of `name` is taken (by the gateway's count against its capacity or
-        `max_in_flight`) or its last scrape shows work waiting in its own queue."""
-        for backend in self.scheduler.snapshot().backends:
-            if backend.name == name:
-                slots = backend.capacity or backend.max_in_flight
-                waiting = backend.metrics.waiting if backend.metrics is not None else None
-                return backend.in_flight >= slots or (waiting or 0) > 0
-        return False
-
     def _replace(self, name: str, before: BackendSpec | None, spec: BackendSpec) -> None:
         # Another setting changed: the same event stream is kept (a new subscription would miss,
         # uncounted, what is published while it joins). A stream changed or gone: what it said
@@ -99,17 +89,7 @@ class BackendPool:
         self._drop(name)
         conf = self.settings
         client = UpstreamClient(
-            spec.base_url,
-            spec.kind,
-            api_key=spec.api_key,
-            max_connections=conf.upstream_max_connections,
-            connect_timeout=conf.upstream_connect_timeout,
-            read_timeout=conf.upstream_read_timeout,
-            first_byte_timeout=spec.first_byte_timeout,
-            priority_scheduling=spec.priority_scheduling,
-            keepalive_expiry=conf.upstream_keepalive_expiry,
-            name=name,
-            full=functools.partial(self._full, name),
+            spec, conf, full=functools.partial(self.scheduler.backend_full, name)
         )
         self.clients[name] = client
         loop = asyncio.get_running_loop()

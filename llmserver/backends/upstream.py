@@ -30,7 +30,9 @@ from typing import Any
 import aiohttp
 import httpx
 
-from llmserver.backends.kinds import profile
+from llmserver.backends.spec import BackendSpec
+from llmserver.conf import DEFAULTS, GatewaySettings
+from tenants.backend_kinds import profile
 
 log = logging.getLogger(__name__)
 
@@ -116,51 +118,46 @@ def _closing(response: aiohttp.ClientResponse) -> Iterator[None]:
 class UpstreamClient:
     def __init__(
         self,
-        base_url: str,
-        kind: str,
-        api_key: str = "",
-        max_connections: int = 1024,
-        connect_timeout: float = 5.0,
-        read_timeout: float = 600.0,
-        first_byte_timeout: float = 60.0,
-        keepalive_expiry: float = 4.0,
-        name: str = "",
-        priority_scheduling: bool = False,
+        spec: BackendSpec,
+        conf: GatewaySettings = DEFAULTS,
         full: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.kind = kind
-        # Sent only to a backend marked as running priority scheduling (see `kinds`).
-        self.profile = profile(kind)
-        self.name = name or base_url
-        self.sends_priority = priority_scheduling
-        self.base_url = base_url.rstrip("/")
-        self.max_connections = max_connections
-        self.keepalive_expiry = keepalive_expiry
+        """The client of `spec`'s backend, with the process's connection limits and timeouts
+        (`conf`'s `upstream_*`). `full`: whether the engine's slots are all taken or work waits
+        in its queue; a probe sent then waits behind that work, so its silence proves nothing."""
+        self.kind = spec.kind
+        self.profile = profile(spec.kind)
+        self.name = spec.name
+        # Sent only to a backend marked as running priority scheduling (see `backend_kinds`).
+        self.sends_priority = spec.priority_scheduling
+        self.base_url = spec.base_url.rstrip("/")
+        self.max_connections = conf.upstream_max_connections
+        self.keepalive_expiry = conf.upstream_keepalive_expiry
         # A stream's first event: a backend that accepts requests but produces nothing (a hung
         # engine behind a live HTTP server) is found in this long, not the read timeout; a
         # whole answer's engine is asked for one (`_unless_hung`) as often.
-        self.first_byte_timeout = first_byte_timeout
-        # Whether the engine's slots are all taken or work waits in its queue: a probe sent then
-        # waits behind that work, so its silence proves nothing.
+        self.first_byte_timeout = spec.first_byte_timeout
         self.full = full
         self._headers = {"content-type": "application/json"}
-        if api_key:
-            self._headers["authorization"] = f"Bearer {api_key}"
+        if spec.api_key:
+            self._headers["authorization"] = f"Bearer {spec.api_key}"
         # Long streams: a generous read timeout between chunks; `connect` covers the wait for a
         # pooled connection as well as the TCP handshake.
         self._timeout = aiohttp.ClientTimeout(
             total=None,
-            connect=connect_timeout,
-            sock_connect=connect_timeout,
-            sock_read=read_timeout,
+            connect=conf.upstream_connect_timeout,
+            sock_connect=conf.upstream_connect_timeout,
+            sock_read=conf.upstream_read_timeout,
         )
         self.http = httpx.AsyncClient(
             base_url=self.base_url,
             headers={k: v for k, v in self._headers.items() if k == "authorization"},
             limits=httpx.Limits(
-                max_connections=_CONTROL_CONNECTIONS, keepalive_expiry=keepalive_expiry
+                max_connections=_CONTROL_CONNECTIONS, keepalive_expiry=self.keepalive_expiry
             ),
-            timeout=httpx.Timeout(read_timeout, connect=connect_timeout),
+            timeout=httpx.Timeout(
+                conf.upstream_read_timeout, connect=conf.upstream_connect_timeout
+            ),
         )
         # Made on first use: an aiohttp session belongs to the running event loop.
         self._pooled: aiohttp.ClientSession | None = None

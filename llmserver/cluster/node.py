@@ -189,3 +189,7 @@ class ClusterScheduler:
     def snapshot(self) -> SchedulerSnapshot:
         """The cluster's queues on the leader; elsewhere this process's backend view only."""
         return self.local.snapshot()
+
+    def backend_full(self, backend_name: str) -> bool:
+        """As this process sees the backend (its scrapes; its count of requests on the leader)."""
+        return self.local.backend_full(backend_name)

@@ -69,6 +69,10 @@ class SchedulerTransport(Protocol):
 
     def snapshot(self) -> SchedulerSnapshot: ...
 
+    def backend_full(self, backend_name: str) -> bool:
+        """Whether a request sent to the backend now would wait in its queue."""
+        ...
+
 
 class ClusterUnavailable(Exception):
     """The shared scheduler cannot be reached (its Redis is down): new requests are refused

@@ -121,56 +121,62 @@ async def _check_and_hold(
     return verdict
 
 
+@dataclass(frozen=True, slots=True)
+class RateWindow:
+    """One sliding-minute window a request is taken from: its unit as OpenAI's headers name it
+    ("requests", "tokens") and as its message does ("RPM", "TPM"), the window's name in the
+    store, its limit (None: none set) and what this request takes from it."""
+
+    unit: str
+    short: str
+    name: str
+    limit: int | None
+    amount: int
+
+
+def rate_windows(key: KeyInfo, tokens: int) -> list[RateWindow]:
+    """The key's and its tenant's windows, requests before tokens, in the order taken."""
+    return [
+        RateWindow("requests", "RPM", f"r:key:{key.key_id}", key.rpm_per_key, 1),
+        RateWindow("requests", "RPM", f"r:tenant:{key.tenant_id}", key.tenant_rpm, 1),
+        RateWindow("tokens", "TPM", f"t:key:{key.key_id}", key.tpm_per_key, tokens),
+        RateWindow("tokens", "TPM", f"t:tenant:{key.tenant_id}", key.tenant_tpm, tokens),
+    ]
+
+
 async def check_rates(window: SlidingWindow, key: KeyInfo, tokens: int) -> dict[str, str]:
     """The key's and its tenant's requests- and tokens-per-minute windows, in OpenAI's terms:
     returns the x-ratelimit-* headers (the tightest window of each unit), or raises a 429 that
     carries them and Retry-After. As at OpenAI, a request refused later still counts."""
+    tightest: dict[str, WindowState] = {}
+    for w in rate_windows(key, tokens):
+        if w.limit is None:
+            continue
+        try:
+            state = await window.take(w.name, w.amount, w.limit)
+        except RedisError as exc:
+            log.warning("rate-limit windows unavailable: %s", exc)
+            raise limits_unavailable() from exc
+        if not state.allowed:
+            used = state.limit - state.remaining
+            message = (
+                f"Rate limit reached for {w.unit} per minute ({w.short}): Limit {state.limit}, "
+                f"Used {used}, Requested {w.amount}. Please try again in "
+                f"{_duration(state.reset_seconds)}."
+            )
+            refusal = rate_limited(message, state.reset_seconds, "rate_limit_exceeded")
+            # The units taken whole before this one, then this window's.
+            for unit, other in tightest.items():
+                if unit != w.unit:
+                    refusal.headers.update(_rate_headers(unit, other))
+            refusal.headers.update(_rate_headers(w.unit, state))
+            raise refusal
+        held = tightest.get(w.unit)
+        if held is None or state.remaining < held.remaining:
+            tightest[w.unit] = state
     headers: dict[str, str] = {}
-    units = (
-        (
-            "requests",
-            "RPM",
-            1,
-            (
-                (f"r:key:{key.key_id}", key.rpm_per_key),
-                (f"r:tenant:{key.tenant_id}", key.tenant_rpm),
-            ),
-        ),
-        (
-            "tokens",
-            "TPM",
-            tokens,
-            (
-                (f"t:key:{key.key_id}", key.tpm_per_key),
-                (f"t:tenant:{key.tenant_id}", key.tenant_tpm),
-            ),
-        ),
-    )
-    for unit, short, amount, windows in units:
-        tightest: WindowState | None = None
-        for name, limit in windows:
-            if limit is None:
-                continue
-            try:
-                state = await window.take(name, amount, limit)
-            except RedisError as exc:
-                log.warning("rate-limit windows unavailable: %s", exc)
-                raise limits_unavailable() from exc
-            if not state.allowed:
-                headers.update(_rate_headers(unit, state))
-                used = state.limit - state.remaining
-                message = (
-                    f"Rate limit reached for {unit} per minute ({short}): Limit {state.limit}, "
-                    f"Used {used}, Requested {amount}. Please try again in "
-                    f"{_duration(state.reset_seconds)}."
-                )
-                refusal = rate_limited(message, state.reset_seconds, "rate_limit_exceeded")
-                refusal.headers.update(headers)
-                raise refusal
-            if tightest is None or state.remaining < tightest.remaining:
-                tightest = state
-        if tightest is not None:
-            headers.update(_rate_headers(unit, tightest))
+    for unit, state in tightest.items():
+        headers.update(_rate_headers(unit, state))
     return headers
 
 

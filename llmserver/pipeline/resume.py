@@ -11,7 +11,7 @@ SGLang (the same `/tokenize` request and answer, `python/sglang/srt/entrypoints/
 it ignores `add_generation_prompt` and continues a final assistant message,
 `python/sglang/srt/entrypoints/openai/serving_chat.py`) and llama.cpp (`/apply-template`, then `/tokenize` of that text with special tokens, as its
 completion tokenizes a chat prompt: `tools/server/server-context.cpp`): the kinds whose profile
-counts prompts (`llmserver.backends.kinds`). On other kinds a job is evicted only before its
+counts prompts (`tenants.backend_kinds`). On other kinds a job is evicted only before its
 first token (TGI's `router/src/lib.rs` has no such option).
 """
 
@@ -21,8 +21,8 @@ import contextlib
 import json
 from typing import Any
 
-from llmserver.backends.kinds import PromptCount
 from llmserver.backends.upstream import BackendError, UpstreamClient
+from tenants.backend_kinds import PromptCount
 
 
 class Preempted(Exception):

@@ -1,1 +1,2 @@
-"""The gateway process: its scheduler, backend clients, pollers, usage writer and metrics."""
+"""The gateway process's long-lived state: the `Gateway` wiring its scheduler transport, backend
+pool, configuration watch, key cache, admission limits, usage writer and telemetry."""

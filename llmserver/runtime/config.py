@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
-from llmserver.backends.kinds import GENERATION, profile
 from llmserver.backends.spec import BackendSpec
 from llmserver.conf import GatewaySettings
 from llmserver.runtime.pricing import Pricing
 from scheduling import BackendConfig, CostPolicy, SchedulerConfig, TokenWeights
+from tenants.backend_kinds import GENERATION, profile
 from tenants.endpoints import Endpoint
 from tenants.models import Backend, CostRule, FairSharePolicy, ModelRoute
 from tenants.models.rules import rule_in_force

@@ -31,8 +31,7 @@ from llmserver.runtime.observability import GatewayMetrics, KvEventsCollector
 from llmserver.runtime.pricing import Pricing
 from llmserver.runtime.pruning import UsagePruner
 from llmserver.runtime.snapshots import SnapshotPublisher
-from llmserver.runtime.telemetry import Telemetry
-from llmserver.runtime.tracing import gateway_tracing
+from llmserver.runtime.telemetry import Telemetry, gateway_tracing
 from llmserver.runtime.usage import UsageWriter
 from scheduling import CostPolicy, SchedulerConfig, SchedulerService, SchedulerSnapshot
 from tenants.endpoints import Endpoint

@@ -5,10 +5,14 @@ an event reports it to all three in one call."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llmserver.runtime.observability import GatewayMetrics
 from llmserver.runtime.snapshots import SnapshotPublisher
 from llmserver.runtime.tracing import Tracing
+
+if TYPE_CHECKING:
+    from llmserver.conf import GatewaySettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,3 +28,13 @@ class Telemetry:
 
     async def aclose(self) -> None:
         await self.tracing.aclose()
+
+
+def gateway_tracing(conf: GatewaySettings) -> Tracing:
+    """Tracing as `conf` says: off (the default) or over OpenTelemetry's SDK, imported only
+    then."""
+    if not conf.traces_exporters:
+        return Tracing()
+    from llmserver.runtime.otel import OtelTracing
+
+    return OtelTracing(conf)

@@ -1,7 +1,7 @@
 """The tenancy models; import them from here."""
 
 from tenants.models.audit import ActorKind, AuditAction, AuditEntry
-from tenants.models.backends import Backend, BackendKind, ModelRoute
+from tenants.models.backends import Backend, ModelRoute
 from tenants.models.batches import Batch, BatchStatus, FilePurpose, StoredFile
 from tenants.models.config_changes import ConfigChanges, config_changes
 from tenants.models.fairshare import CostUnitChoice, FairSharePolicy, ModelTokenWeights
@@ -23,7 +23,6 @@ __all__ = [
     "AuditAction",
     "AuditEntry",
     "Backend",
-    "BackendKind",
     "Band",
     "Batch",
     "BatchStatus",

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
+from tenants.backend_kinds import CHOICES, DEFAULT_KIND, profile
 from tenants.endpoints import Endpoint, parse_endpoints
 
 
@@ -16,18 +17,11 @@ def validate_endpoints(text: str) -> None:
         raise ValidationError(str(exc)) from None
 
 
-class BackendKind(models.TextChoices):
-    VLLM = "vllm", "vLLM"
-    TGI = "tgi", "HuggingFace TGI"
-    SGLANG = "sglang", "SGLang"
-    LLAMACPP = "llamacpp", "llama.cpp llama-server"
-    OPENAI = "openai", "OpenAI-compatible (no metrics)"
-
-
 class Backend(models.Model):
     name = models.SlugField(max_length=64, unique=True)
     base_url = models.URLField(help_text="Where /v1/chat/completions lives, e.g. http://gpu1:8000")
-    kind = models.CharField(max_length=8, choices=BackendKind.choices, default=BackendKind.VLLM)
+    # The kinds are `tenants.backend_kinds.PROFILES`, one profile each.
+    kind = models.CharField(max_length=8, choices=CHOICES, default=DEFAULT_KIND)
     metrics_url = models.URLField(
         blank=True, help_text="Prometheus endpoint; blank: base URL + /metrics (none for openai)."
     )
@@ -109,7 +103,7 @@ class Backend(models.Model):
     def effective_metrics_url(self) -> str:
         if self.metrics_url:
             return self.metrics_url
-        if self.kind == BackendKind.OPENAI:
+        if profile(self.kind).metrics is None:
             return ""
         return self.base_url.rstrip("/") + "/metrics"
 

@@ -53,7 +53,7 @@ async def test_an_embeddings_request_evicted_before_its_answer_starts_again_and_
         await wait_for(lambda: gw.snapshot().backends[0].gates[0].open, 5)
         power = [await start(power_key, embed(TEXT), "/v1/embeddings") for _ in range(3)]
         await wait_for(lambda: gw.snapshot().backends[0].in_flight == 3, 10)
-        # A waiter evicts only a job of its own model (scheduling/preemption.py, `_victim`).
+        # A waiter evicts only a job of its own model (scheduling/preemption.py, `_Round.victim`).
         light = await start(light_key, embed(), "/v1/embeddings")
         status, _, _ = await read_all(light, 30)
         assert status == 200

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from llmserver.backends.kinds import profile
 from llmserver.pipeline.relay import Relay
 from llmserver.pipeline.resume import Preempted
 from llmserver.wire.validation import CompletionRequest
+from tenants.backend_kinds import profile
 from tenants.endpoints import Endpoint
 
 

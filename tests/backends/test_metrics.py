@@ -7,7 +7,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmserver.backends.kinds import profile
 from llmserver.backends.metrics import (
     MetricsPoller,
     MetricsReader,
@@ -16,6 +15,7 @@ from llmserver.backends.metrics import (
 )
 from scheduling import BackendMetrics
 from simulator.launcher import start_simulator
+from tenants.backend_kinds import profile
 
 # Copies of shared/fixtures/metrics: real expositions of vLLM v1, TGI and SGLang.
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

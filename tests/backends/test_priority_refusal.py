@@ -4,6 +4,7 @@ it (vLLM's V1 engine, 0.32 included), the request is simply served."""
 
 from __future__ import annotations
 
+from llmserver.backends.spec import BackendSpec
 from llmserver.backends.upstream import UpstreamClient
 
 BODY = {"model": "demo-llama", "prompt": "hello", "max_tokens": 3}
@@ -11,7 +12,7 @@ BODY = {"model": "demo-llama", "prompt": "hello", "max_tokens": 3}
 
 async def test_a_refused_priority_is_dropped_and_the_request_succeeds(simulator):
     sim = simulator("--scheduling-policy", "fcfs", "--refuse-priority-under-fcfs")
-    client = UpstreamClient(sim.url, "vllm", priority_scheduling=True)
+    client = UpstreamClient(BackendSpec("sim", "vllm", sim.url, priority_scheduling=True))
     status, data = await client.complete("/v1/completions", BODY, priority=2)
     await client.aclose()
     assert status == 200 and data["usage"]["completion_tokens"] == 3
@@ -20,7 +21,7 @@ async def test_a_refused_priority_is_dropped_and_the_request_succeeds(simulator)
 
 async def test_a_refused_priority_on_a_stream_is_dropped_before_anything_is_relayed(simulator):
     sim = simulator("--scheduling-policy", "fcfs", "--refuse-priority-under-fcfs")
-    client = UpstreamClient(sim.url, "vllm", priority_scheduling=True)
+    client = UpstreamClient(BackendSpec("sim", "vllm", sim.url, priority_scheduling=True))
     chunks = [c async for c in client.stream_chat("/v1/completions", {**BODY, "stream": True}, 1)]
     await client.aclose()
     text = b"".join(chunks)
@@ -30,7 +31,7 @@ async def test_a_refused_priority_on_a_stream_is_dropped_before_anything_is_rela
 
 async def test_a_priority_scheduling_backend_takes_the_band_and_keeps_getting_it(simulator):
     sim = simulator("--scheduling-policy", "priority")
-    client = UpstreamClient(sim.url, "vllm", priority_scheduling=True)
+    client = UpstreamClient(BackendSpec("sim", "vllm", sim.url, priority_scheduling=True))
     status, _ = await client.complete("/v1/completions", BODY, priority=2)
     await client.aclose()
     assert status == 200 and client.sends_priority is True
@@ -38,7 +39,7 @@ async def test_a_priority_scheduling_backend_takes_the_band_and_keeps_getting_it
 
 async def test_an_fcfs_engine_that_ignores_the_priority_serves_it_as_sent(simulator):
     sim = simulator("--scheduling-policy", "fcfs")
-    client = UpstreamClient(sim.url, "vllm", priority_scheduling=True)
+    client = UpstreamClient(BackendSpec("sim", "vllm", sim.url, priority_scheduling=True))
     status, data = await client.complete("/v1/completions", BODY, priority=2)
     await client.aclose()
     assert status == 200 and data["usage"]["completion_tokens"] == 3

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from llmserver.backends.spec import BackendSpec
 from llmserver.backends.upstream import BackendError, UpstreamClient
 
 ANSWER = json.dumps({"choices": [{"text": "ok"}], "usage": {"completion_tokens": 1}}).encode()
@@ -86,7 +87,7 @@ async def backend() -> AsyncIterator[KeepAliveThenClose]:
 
 
 async def test_a_request_on_a_connection_the_backend_closed_is_retried_on_a_fresh_one(backend):
-    client = UpstreamClient(backend.url, "llamacpp", name="llama")
+    client = UpstreamClient(BackendSpec("llama", "llamacpp", backend.url))
     try:
         for _ in range(3):
             status, data = await client.complete("/v1/completions", {"prompt": "hi"})
@@ -97,7 +98,7 @@ async def test_a_request_on_a_connection_the_backend_closed_is_retried_on_a_fres
 
 
 async def test_a_stream_on_a_connection_the_backend_closed_is_retried_on_a_fresh_one(backend):
-    client = UpstreamClient(backend.url, "openai", name="any")
+    client = UpstreamClient(BackendSpec("any", "openai", backend.url))
     try:
         for _ in range(3):
             chunks = [c async for c in client.stream_chat("/v1/chat/completions", {"x": 1})]
@@ -118,7 +119,7 @@ async def test_the_retry_happens_once_and_the_failure_is_logged_with_backend_and
 
     server = await asyncio.start_server(close_at_once, "127.0.0.1", 0)
     host, port = server.sockets[0].getsockname()[:2]
-    client = UpstreamClient(f"http://{host}:{port}", "llamacpp", name="llama-1")
+    client = UpstreamClient(BackendSpec("llama-1", "llamacpp", f"http://{host}:{port}"))
     caplog.set_level(logging.WARNING, logger="llmserver.backends.upstream")
     try:
         with pytest.raises(BackendError) as info:
@@ -133,7 +134,7 @@ async def test_the_retry_happens_once_and_the_failure_is_logged_with_backend_and
 
 
 async def test_idle_connections_leave_the_pool_before_the_backend_closes_them():
-    client = UpstreamClient("http://127.0.0.1:1", "llamacpp")
+    client = UpstreamClient(BackendSpec("llama", "llamacpp", "http://127.0.0.1:1"))
     pooled, _fresh = client.sessions()
     # cpp-httplib closes idle keep-alive connections after 5 s; the pool lets go sooner.
     assert pooled.connector is not None

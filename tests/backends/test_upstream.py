@@ -13,7 +13,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from aiohttp import web
 
+from llmserver.backends.spec import BackendSpec
 from llmserver.backends.upstream import BackendError, UpstreamClient
+from llmserver.conf import GatewaySettings
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -52,7 +54,9 @@ async def test_priority_is_passed_in_each_kinds_polarity_only_to_backends_that_r
         assert request.headers["authorization"] == "Bearer secret"
         return web.json_response({"choices": []})
 
-    client = UpstreamClient(await serve(handler), kind, api_key="secret", priority_scheduling=True)
+    client = UpstreamClient(
+        BackendSpec("b", kind, await serve(handler), api_key="secret", priority_scheduling=True)
+    )
     await client.complete("/v1/chat/completions", {"model": "m"}, priority=2)
     await client.aclose()
     assert bodies[0].get("priority") == sent
@@ -78,7 +82,7 @@ async def test_upstream_errors_say_whether_another_backend_may_be_tried(
     async def handler(request: web.Request) -> web.Response:
         return web.json_response(body, status=status)
 
-    client = UpstreamClient(await serve(handler), "vllm")
+    client = UpstreamClient(BackendSpec("b", "vllm", await serve(handler)))
     with pytest.raises(BackendError) as info:
         await client.complete("/v1/chat/completions", {})
     assert (info.value.retryable, info.value.status, info.value.message) == (
@@ -99,7 +103,7 @@ async def test_an_unreachable_backend_is_retryable():
     port = server.sockets[0].getsockname()[1]
     server.close()
     await server.wait_closed()
-    client = UpstreamClient(f"http://127.0.0.1:{port}", "vllm")
+    client = UpstreamClient(BackendSpec("b", "vllm", f"http://127.0.0.1:{port}"))
     with pytest.raises(BackendError) as info:
         async for _ in client.stream_chat("/v1/chat/completions", {}):
             pass
@@ -118,7 +122,7 @@ async def test_a_stream_is_passed_through_as_it_arrives(serve):
         await response.write(b"data: [DONE]\n\n")
         return response
 
-    client = UpstreamClient(await serve(handler), "vllm")
+    client = UpstreamClient(BackendSpec("b", "vllm", await serve(handler)))
     chunks = []
     async for chunk in client.stream_chat("/v1/chat/completions", {}):
         chunks.append(chunk)
@@ -141,7 +145,7 @@ async def test_a_stream_the_gateway_stops_reading_closes_its_upstream_connection
             closed.set()
             raise
 
-    client = UpstreamClient(await serve(handler), "vllm")
+    client = UpstreamClient(BackendSpec("b", "vllm", await serve(handler)))
     stream = client.stream_chat("/v1/chat/completions", {})
     assert await anext(stream) == b"data: {}\n\n"
     await stream.aclose()
@@ -150,7 +154,9 @@ async def test_a_stream_the_gateway_stops_reading_closes_its_upstream_connection
 
 
 async def test_the_connection_pool_is_sized_explicitly():
-    client = UpstreamClient("http://backend", "vllm", max_connections=777)
+    client = UpstreamClient(
+        BackendSpec("b", "vllm", "http://backend"), GatewaySettings(upstream_max_connections=777)
+    )
     pooled, _fresh = client.sessions()
     assert pooled.connector is not None and pooled.connector.limit == 777
     await client.aclose()
@@ -163,7 +169,9 @@ async def test_no_priority_goes_to_a_backend_not_marked_as_priority_scheduling(s
         bodies.append(json.loads(await request.read()))
         return web.json_response({"choices": []})
 
-    client = UpstreamClient(await serve(handler), "vllm", priority_scheduling=False)
+    client = UpstreamClient(
+        BackendSpec("b", "vllm", await serve(handler), priority_scheduling=False)
+    )
     await client.complete("/v1/chat/completions", {"model": "m"}, priority=2)
     await client.aclose()
     assert "priority" not in bodies[0]

@@ -8,7 +8,7 @@ import os
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from llmserver.runtime.tracing import otlp_traces_endpoint, traces_exporters
+from llmserver.env import otlp_traces_endpoint, traces_exporters
 
 DEFAULT = "http://localhost:4318/v1/traces"
 

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.test import Client
 
-from tenants.sso.config import sso_from_env
+from llmserver.env import sso_from_env
 
 
 def test_single_sign_on_is_off_without_a_client_id(monkeypatch: Any) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from tenants.sso.config import RoleRules, sso_from_env, sso_settings
+from llmserver.env import sso_from_env
+from tenants.sso.config import RoleRules, sso_settings
 
 
 @pytest.fixture

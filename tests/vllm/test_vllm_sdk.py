@@ -8,8 +8,8 @@ import asyncio
 import httpx
 import pytest
 
-from llmserver.backends.kinds import PROFILES
 from llmserver.testing.vllm_server import SERVED_NAME
+from tenants.backend_kinds import PROFILES
 from tests.real_engines import (
     new_key,
     rows_when_written,

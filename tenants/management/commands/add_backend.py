@@ -12,8 +12,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.validators import URLValidator
 from django.db import transaction
 
+from tenants.backend_kinds import DEFAULT_KIND, PROFILES
 from tenants.endpoints import parse_endpoints
-from tenants.models import Backend, BackendKind, ModelRoute
+from tenants.models import Backend, ModelRoute
 
 
 class Command(BaseCommand):
@@ -22,7 +23,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
         parser.add_argument("base_url")
-        parser.add_argument("--kind", choices=list(BackendKind.values), default=BackendKind.VLLM)
+        parser.add_argument("--kind", choices=list(PROFILES), default=DEFAULT_KIND)
         parser.add_argument("--metrics-url", default="")
         parser.add_argument("--api-key", default="")
         parser.add_argument("--max-in-flight", type=int, default=64)

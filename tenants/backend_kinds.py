@@ -1,8 +1,10 @@
 """One profile per backend kind: all that the gateway does differently for vLLM, TGI, SGLang,
 llama.cpp's server and a plain OpenAI-compatible server, in one place.
 
-Adding a kind is a profile here plus its choice in `tenants.models.BackendKind`. Each field says
-where the kind's own source says so:
+The one table of kinds (`PROFILES`): the admin's choices are derived from it (`CHOICES`), so
+adding a kind is a profile here, a migration for the changed choices, a fixture exposition under
+`tests/backends/fixtures/` and a section in `docs/BACKENDS.md`. It sits beside the models, below
+the gateway that reads it, as plain data. Each field says where the kind's own source says so:
 
 - metrics: where waiting, running, KV usage and latencies live in its Prometheus exposition
   (read by `llmserver.backends.metrics`; `docs/BACKENDS.md` has the table).
@@ -69,6 +71,7 @@ class PromptCount(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class KindProfile:
     kind: str
+    label: str  # the admin's name for it
     metrics: KindNames | None  # None: nothing the gateway reads
     priority_sign: int | None = None  # sent priority = sign * (lower first); None: no field
     priority_refusals: tuple[str, ...] = ()
@@ -88,6 +91,7 @@ PROFILES = {
     # vLLM renamed gpu_cache_usage_perc and time_per_output_token_seconds; new names first.
     "vllm": KindProfile(
         "vllm",
+        "vLLM",
         KindNames(
             waiting=("vllm:num_requests_waiting",),
             running=("vllm:num_requests_running",),
@@ -109,6 +113,7 @@ PROFILES = {
     ),
     "tgi": KindProfile(
         "tgi",
+        "HuggingFace TGI",
         KindNames(
             waiting=("tgi_queue_size",),
             running=("tgi_batch_current_size",),
@@ -120,6 +125,7 @@ PROFILES = {
     ),
     "sglang": KindProfile(
         "sglang",
+        "SGLang",
         KindNames(
             waiting=("sglang:num_queue_reqs",),
             running=("sglang:num_running_reqs",),
@@ -138,6 +144,7 @@ PROFILES = {
     # request finishes (server-context.cpp, metrics_on_prediction on slot reset).
     "llamacpp": KindProfile(
         "llamacpp",
+        "llama.cpp llama-server",
         KindNames(
             waiting=("llamacpp:requests_deferred",),
             running=("llamacpp:requests_processing",),
@@ -153,8 +160,11 @@ PROFILES = {
         prompt_count=PromptCount.APPLY_TEMPLATE,
         reads_capacity=True,
     ),
-    "openai": KindProfile("openai", None),
+    "openai": KindProfile("openai", "OpenAI-compatible (no metrics)", None),
 }
+DEFAULT_KIND = "vllm"
+# The admin's choices, (kind, label), in the table's order.
+CHOICES = [(kind, p.label) for kind, p in PROFILES.items()]
 
 
 def profile(kind: str) -> KindProfile:
