@@ -25,6 +25,8 @@ from tenants.endpoints import Endpoint
 
 
 class RequestPort(Protocol):
+    """All one request may use of the process: the `Gateway` in a server, fakes in a test."""
+
     @property
     def settings(self) -> GatewaySettings:
         """The process settings (token limits, retention of Responses, the access log)."""
