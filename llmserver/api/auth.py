@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from llmserver.runtime.gateway import Gateway
-from llmserver.runtime.keys import KeyInfo
+from llmserver.runtime.keys import KeyCache, KeyInfo
 from llmserver.wire.errors import unauthorized
 
 
@@ -25,10 +24,11 @@ def bearer(headers: Iterable[tuple[bytes, bytes]] | Iterable[list[bytes]]) -> st
     return api_key
 
 
-async def authenticate(gw: Gateway, secret: str | None) -> KeyInfo:
+async def authenticate(keys: KeyCache, secret: str | None) -> KeyInfo:
+    """The key `secret` names, through the key cache; raises ApiError (401)."""
     if not secret:
         raise unauthorized("Missing API key: send 'Authorization: Bearer <key>'.")
-    key = await gw.keys.resolve(secret)
+    key = await keys.resolve(secret)
     if key is None:
         raise unauthorized("Invalid, revoked or expired API key.")
     return key

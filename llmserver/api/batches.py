@@ -15,8 +15,8 @@ from llmserver.api.files import page_from
 from llmserver.batches import records
 from llmserver.batches.objects import batch_object, list_object
 from llmserver.batches.validation import check_create
+from llmserver.conf import GatewaySettings
 from llmserver.runtime.db import run_db
-from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from llmserver.wire.validation import parse_json
 
@@ -28,7 +28,9 @@ class BatchesConsumer(SpooledBodyConsumer):
 
     methods = ("GET", "HEAD", "POST")
 
-    async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
+    async def respond(
+        self, conf: GatewaySettings, key: KeyInfo, body: IO[bytes], size: int
+    ) -> None:
         if self.scope["method"] == "POST":
             body.seek(0)
             data = parse_json(body.read(), header(self.scope, b"content-type"))
@@ -45,7 +47,9 @@ class BatchesConsumer(SpooledBodyConsumer):
 class BatchConsumer(SpooledBodyConsumer):
     """GET /v1/batches/{batch_id}."""
 
-    async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
+    async def respond(
+        self, conf: GatewaySettings, key: KeyInfo, body: IO[bytes], size: int
+    ) -> None:
         batch = await run_db(records.get_batch, key, self.route_arg("batch_id"))
         await self.send_json(200, batch_object(batch))
 
@@ -55,6 +59,8 @@ class BatchCancelConsumer(SpooledBodyConsumer):
 
     methods = ("POST",)
 
-    async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
+    async def respond(
+        self, conf: GatewaySettings, key: KeyInfo, body: IO[bytes], size: int
+    ) -> None:
         batch = await run_db(records.cancel_batch, key, self.route_arg("batch_id"))
         await self.send_json(200, batch_object(batch))

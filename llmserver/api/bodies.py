@@ -20,7 +20,7 @@ from asgiref.typing import HTTPRequestEvent
 from channels.exceptions import StopConsumer
 
 from llmserver.api.http import JsonHttpConsumer
-from llmserver.runtime.gateway import Gateway
+from llmserver.conf import GatewaySettings
 from llmserver.runtime.keys import KeyInfo
 from llmserver.wire.errors import ApiError, internal_error, too_large
 
@@ -37,11 +37,11 @@ class SpooledBodyConsumer(JsonHttpConsumer):
         self.refused = False
         self.limit = 0
 
-    def body_limit(self, gw: Gateway) -> int:
+    def body_limit(self, conf: GatewaySettings) -> int:
         """The largest body this endpoint takes."""
-        return gw.settings.max_body_bytes
+        return conf.max_body_bytes
 
-    def spool_dir(self, gw: Gateway) -> str | None:
+    def spool_dir(self, conf: GatewaySettings) -> str | None:
         """Where a body past 1 MiB goes (None: the system's temporary directory)."""
         return None
 
@@ -54,16 +54,17 @@ class SpooledBodyConsumer(JsonHttpConsumer):
         if self.spool is None:
             # The method and the key first: nothing is stored for a request that is refused.
             try:
-                gw, key = await self.authorized()
+                port, key = await self.authorized()
             except ApiError as exc:
                 await self._refuse(exc)
-            limit = self.body_limit(gw)
+            conf = port.settings
+            limit = self.body_limit(conf)
             declared = header(self.scope, b"content-length")
             if declared and declared.isascii() and declared.isdigit() and int(declared) > limit:
                 await self._refuse(self.too_large(limit))
-            self.gw, self.key, self.limit = gw, key, limit
+            self.conf, self.key, self.limit = conf, key, limit
             self.spool = tempfile.SpooledTemporaryFile(  # noqa: SIM115  (closed below)
-                max_size=SPOOL_IN_MEMORY, dir=self.spool_dir(gw)
+                max_size=SPOOL_IN_MEMORY, dir=self.spool_dir(conf)
             )
         chunk = message.get("body", b"")
         self.size += len(chunk)
@@ -73,7 +74,7 @@ class SpooledBodyConsumer(JsonHttpConsumer):
         if message.get("more_body"):
             return
         try:
-            await self.respond(self.gw, self.key, self.spool, self.size)
+            await self.respond(self.conf, self.key, self.spool, self.size)
         except ApiError as exc:
             await self.send_error(exc)
         except Exception:
@@ -90,7 +91,9 @@ class SpooledBodyConsumer(JsonHttpConsumer):
         await self.send_error(exc)
         raise StopConsumer()
 
-    async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
+    async def respond(
+        self, conf: GatewaySettings, key: KeyInfo, body: IO[bytes], size: int
+    ) -> None:
         """Answer the request of `key`; `body` holds its `size` bytes. An ApiError raised is
         sent as the answer."""
         raise NotImplementedError

@@ -14,15 +14,14 @@ is generated, so nothing is billed: no usage row.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from llmserver.api.auth import authenticate, bearer
 from llmserver.api.http import MessagesConsumer, header
-from llmserver.backends.upstream import BackendError
+from llmserver.backends.upstream import BackendError, UpstreamClient
 from llmserver.pipeline.admission import check_rates
 from llmserver.pipeline.dispatch import as_api_error
 from llmserver.process import get_gateway
-from llmserver.runtime.gateway import Gateway
 from llmserver.wire.errors import (
     ApiError,
     endpoint_not_served,
@@ -37,9 +36,8 @@ from tenants.endpoints import Endpoint
 PATH = "/v1/messages/count_tokens"
 
 
-def _candidates(gw: Gateway, pool: Mapping[str, str]) -> list[str]:
+def _candidates(pool: Mapping[str, str], usable: set[str]) -> list[str]:
     """The pool's backends, the usable ones (healthy, fresh metrics) first."""
-    usable = {b.name for b in gw.snapshot().backends if b.usable}
     return sorted(pool, key=lambda name: (name not in usable, name))
 
 
@@ -54,7 +52,7 @@ class CountTokensConsumer(MessagesConsumer):
             gw = await get_gateway()
             if gw.inflight.draining:
                 raise shutting_down()
-            key = await authenticate(gw, bearer(self.scope.get("headers", [])))
+            key = await authenticate(gw.keys, bearer(self.scope.get("headers", [])))
             data = parse_json(raw, header(self.scope, b"content-type"))
             model = check_model(data)
             pool = gw.pool(model, Endpoint.MESSAGES)
@@ -66,7 +64,10 @@ class CountTokensConsumer(MessagesConsumer):
                 raise endpoint_not_served(model, Endpoint.MESSAGES)
             headers = await check_rates(gw.limits.rates, key, 0)
             body = {k: v for k, v in data.items() if k not in GATEWAY_OWNED}
-            answer = await self._count(gw, pool, body, request_id)
+            usable = {b.name for b in gw.snapshot().backends if b.usable}
+            answer = await self._count(
+                gw.backends.find, _candidates(pool, usable), pool, body, request_id
+            )
         except ApiError as exc:
             await self.send_error(exc, request_id)
             return
@@ -74,13 +75,18 @@ class CountTokensConsumer(MessagesConsumer):
         await self.send_json(200, answer, headers)
 
     async def _count(
-        self, gw: Gateway, pool: Mapping[str, str], body: dict[str, object], request_id: str
+        self,
+        find: Callable[[str], UpstreamClient | None],
+        candidates: list[str],
+        pool: Mapping[str, str],
+        body: dict[str, object],
+        request_id: str,
     ) -> dict[str, object]:
-        """The first backend's answer that is not "this backend, now" (429, 5xx, unreachable):
-        those try the next; a refusal of the body is the client's answer."""
+        """The first of `candidates`' answers that is not "this backend, now" (429, 5xx,
+        unreachable): those try the next; a refusal of the body is the client's answer."""
         failure: BackendError | None = None
-        for name in _candidates(gw, pool):
-            client = gw.backends.find(name)
+        for name in candidates:
+            client = find(name)
             if client is None:
                 continue
             try:

@@ -18,8 +18,8 @@ from llmserver.batches.objects import file_object, list_object
 from llmserver.batches.storage import FileStore
 from llmserver.batches.upload import receive_upload
 from llmserver.batches.validation import check_jsonl
+from llmserver.conf import GatewaySettings
 from llmserver.runtime.db import run_db
-from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from llmserver.wire.errors import ApiError, file_too_large, invalid, unsupported_purpose
 from tenants.models import FilePurpose
@@ -49,30 +49,33 @@ class FilesConsumer(SpooledBodyConsumer):
 
     methods = ("GET", "HEAD", "POST")
 
-    def body_limit(self, gw: Gateway) -> int:
+    def body_limit(self, conf: GatewaySettings) -> int:
         if self.scope["method"] == "POST":
-            return gw.settings.files_max_bytes + FORM_OVERHEAD
-        return gw.settings.max_body_bytes
+            return conf.files_max_bytes + FORM_OVERHEAD
+        return conf.max_body_bytes
 
-    def spool_dir(self, gw: Gateway) -> str | None:
+    def spool_dir(self, conf: GatewaySettings) -> str | None:
         if self.scope["method"] != "POST":
             return None  # nothing to spool: the store's folders are made by a first upload
-        return str(FileStore(gw.settings.files_dir).spool_dir())
+        return str(FileStore(conf.files_dir).spool_dir())
 
     def too_large(self, limit: int) -> ApiError:
         return file_too_large(limit - FORM_OVERHEAD)
 
-    async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
+    async def respond(
+        self, conf: GatewaySettings, key: KeyInfo, body: IO[bytes], size: int
+    ) -> None:
         if self.scope["method"] == "POST":
-            await self.send_json(200, await self.upload(gw, key, body, size))
+            await self.send_json(200, await self.upload(conf, key, body, size))
             return
         query = self.query()
         page = page_from(query, MAX_LIST, MAX_LIST)
         found, more = await run_db(records.list_files, key, query.get("purpose") or None, page)
         await self.send_json(200, list_object([file_object(f) for f in found], more))
 
-    async def upload(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> dict[str, Any]:
-        conf = gw.settings
+    async def upload(
+        self, conf: GatewaySettings, key: KeyInfo, body: IO[bytes], size: int
+    ) -> dict[str, Any]:
         store = FileStore(conf.files_dir)
         file_id = new_file_id()
         store.ensure()
@@ -105,22 +108,26 @@ class FileConsumer(SpooledBodyConsumer):
 
     methods = ("GET", "HEAD", "DELETE")
 
-    async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
+    async def respond(
+        self, conf: GatewaySettings, key: KeyInfo, body: IO[bytes], size: int
+    ) -> None:
         file_id = self.route_arg("file_id")
         if self.scope["method"] != "DELETE":
             await self.send_json(200, file_object(await run_db(records.get_file, key, file_id)))
             return
         storage_name = await run_db(records.delete_file, key, file_id)
-        await asyncio.to_thread(FileStore(gw.settings.files_dir).delete, storage_name)
+        await asyncio.to_thread(FileStore(conf.files_dir).delete, storage_name)
         await self.send_json(200, {"id": file_id, "object": "file", "deleted": True})
 
 
 class FileContentConsumer(SpooledBodyConsumer):
     """GET /v1/files/{file_id}/content: the file's bytes, streamed from the store."""
 
-    async def respond(self, gw: Gateway, key: KeyInfo, body: IO[bytes], size: int) -> None:
+    async def respond(
+        self, conf: GatewaySettings, key: KeyInfo, body: IO[bytes], size: int
+    ) -> None:
         stored = await run_db(records.get_file, key, self.route_arg("file_id"))
-        store = FileStore(gw.settings.files_dir)
+        store = FileStore(conf.files_dir)
         length = await asyncio.to_thread(store.size, stored.storage_name)
         await self.send_headers(
             status=200,

@@ -21,8 +21,8 @@ from channels.generic.http import AsyncHttpConsumer
 from llmserver.api.access import metrics_refusal
 from llmserver.api.auth import authenticate, bearer
 from llmserver.pipeline.completion import Completion, new_request_id
+from llmserver.pipeline.port import RequestPort
 from llmserver.process import get_gateway
-from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from llmserver.wire.agent_apis import validate_messages, validate_responses
 from llmserver.wire.errors import (
@@ -63,14 +63,14 @@ class JsonHttpConsumer(AsyncHttpConsumer):
     channel_layer_alias = None  # type: ignore[assignment]  # Channels' documented "no layer"
     methods: tuple[str, ...] = ("GET", "HEAD")
 
-    async def authorized(self) -> tuple[Gateway, KeyInfo]:
-        """The method check and the bearer key every keyed endpoint starts with; raises
-        ApiError."""
+    async def authorized(self) -> tuple[RequestPort, KeyInfo]:
+        """The method check and the bearer key every keyed endpoint starts with, then what a
+        request of that key may use; raises ApiError."""
         refusal = self.method_allowed()
         if refusal:
             raise refusal
         gw = await get_gateway()
-        return gw, await authenticate(gw, bearer(self.scope.get("headers", [])))
+        return gw, await authenticate(gw.keys, bearer(self.scope.get("headers", [])))
 
     def route_arg(self, name: str) -> str:
         """A path parameter captured by the URL router (it adds `url_route` to the scope)."""
@@ -199,8 +199,8 @@ class CompletionsConsumer(JsonHttpConsumer):
             refusal = self.method_allowed()
             if refusal:
                 raise refusal
-            gw: Gateway = await get_gateway()
-            key = await authenticate(gw, bearer(self.scope.get("headers", [])))
+            gw = await get_gateway()
+            key = await authenticate(gw.keys, bearer(self.scope.get("headers", [])))
             data = parse_json(raw, header(self.scope, b"content-type"))
             req = self.parse(data, key.token_limits(gw.settings))
             headers = self.scope.get("headers", [])
@@ -290,11 +290,11 @@ class ModelsConsumer(JsonHttpConsumer):
 
     async def handle(self, body: bytes) -> None:
         try:
-            gw, key = await self.authorized()
+            port, key = await self.authorized()
         except ApiError as exc:
             await self.send_error(exc)
             return
-        models = [model_object(name) for name in sorted(gw.routes()) if key.allows_model(name)]
+        models = [model_object(name) for name in sorted(port.routes()) if key.allows_model(name)]
         await self.send_json(200, {"object": "list", "data": models})
 
 
@@ -305,8 +305,8 @@ class ModelConsumer(JsonHttpConsumer):
     async def handle(self, body: bytes) -> None:
         name = self.route_arg("model")
         try:
-            gw, key = await self.authorized()
-            if name not in gw.routes() or not key.allows_model(name):
+            port, key = await self.authorized()
+            if name not in port.routes() or not key.allows_model(name):
                 raise model_not_found(name)
         except ApiError as exc:
             await self.send_error(exc)
@@ -332,7 +332,7 @@ class MetricsConsumer(JsonHttpConsumer):
             return
         await self.send_response(
             200,
-            gw.telemetry.metrics.render(),
+            gw.telemetry.render(),
             headers=[(b"content-type", b"text/plain; version=0.0.4; charset=utf-8")],
         )
 

@@ -15,9 +15,9 @@ class RequestStatusConsumer(JsonHttpConsumer):
     async def handle(self, body: bytes) -> None:
         request_id = self.route_arg("request_id")
         try:
-            gw, key = await self.authorized()
-            where = gw.scheduler.position(request_id)
-            owner = gw.inflight.owners.get(request_id)
+            port, key = await self.authorized()
+            where = port.scheduler.position(request_id)
+            owner = port.inflight.owner(request_id)
             if owner is None or not key.sees(*owner) or where is None:
                 raise request_not_found(request_id)
         except ApiError as exc:
@@ -32,6 +32,6 @@ class RequestStatusConsumer(JsonHttpConsumer):
         }
         if where.state == "queued":
             data["position"] = where.position
-            eta = gw.estimates.service_times.estimate(where.model, where.position, where.running)
+            eta = port.estimates.wait(where.model, where.position, where.running)
             data["eta_s"] = round(eta, 1)
         await self.send_json(200, data)

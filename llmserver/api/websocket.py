@@ -25,9 +25,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from llmserver.api.auth import authenticate, bearer
 from llmserver.pipeline.completion import Completion, new_request_id
+from llmserver.pipeline.port import RequestPort
 from llmserver.process import get_gateway
-from llmserver.runtime.gateway import Gateway
-from llmserver.runtime.keys import KeyInfo
+from llmserver.runtime.keys import KeyCache, KeyInfo
 from llmserver.wire.errors import ApiError, internal_error, invalid
 from llmserver.wire.validation import validate
 
@@ -91,7 +91,9 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.tasks: dict[str, asyncio.Task[None]] = {}
-        self.gw: Gateway = await get_gateway()
+        gw = await get_gateway()
+        self.port: RequestPort = gw
+        self.keys: KeyCache = gw.keys
         secret = bearer(self.scope.get("headers", []))
         if secret is None:
             query = parse_qs(self.scope.get("query_string", b"").decode())
@@ -99,7 +101,7 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
         self.secret = secret
         self.watch: asyncio.Task[None] | None = None
         try:
-            key = await authenticate(self.gw, secret)
+            key = await authenticate(self.keys, secret)
         except ApiError:
             await self.close(code=UNAUTHORIZED)
             return
@@ -117,15 +119,15 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
         """Close the socket once its key no longer authenticates: looked at again whenever the
         key cache was cleared (revocation, deletion, any configuration change) or the key's
         expiry passed."""
-        seen = self.gw.keys.generation
+        seen = self.keys.generation
         while True:
             await asyncio.sleep(KEY_RECHECK_SECONDS)
             expired = key.expires_at is not None and key.expires_at.timestamp() <= time.time()
-            generation = self.gw.keys.generation
+            generation = self.keys.generation
             if generation == seen and not expired:
                 continue
             try:
-                key = await authenticate(self.gw, self.secret)
+                key = await authenticate(self.keys, self.secret)
             except ApiError:
                 for task in list(self.tasks.values()):
                     task.cancel()
@@ -176,11 +178,11 @@ class CompletionSocketConsumer(AsyncWebsocketConsumer):
             # Each request is authorised as a new HTTP request would be (from the key cache,
             # which revocation, deletion and expiry empty): a key gone since the socket opened
             # is refused, and the socket closed (below).
-            key = await authenticate(self.gw, self.secret)
-            req = validate(endpoint, body, key.token_limits(self.gw.settings))
+            key = await authenticate(self.keys, self.secret)
+            req = validate(endpoint, body, key.token_limits(self.port.settings))
             # The client's id only names the request on this socket; clients reuse ids.
             await Completion(
-                self.gw,
+                self.port,
                 key,
                 req,
                 SocketSink(self, request_id),

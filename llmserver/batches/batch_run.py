@@ -33,8 +33,8 @@ from llmserver.batches.owner import as_batch_work, lines_in_flight, owner_key
 from llmserver.batches.results import ResultFiles
 from llmserver.batches.storage import FileStore
 from llmserver.batches.validation import ENDPOINTS, Checked, check_lines, numbered_lines
+from llmserver.pipeline.port import RequestPort
 from llmserver.runtime.db import run_db
-from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from tenants.models import Batch, BatchStatus, StoredFile
 
@@ -62,9 +62,9 @@ KEY_GONE = _error(
 
 
 class BatchRun:
-    def __init__(self, gw: Gateway, store: FileStore, batch: Batch, token: str) -> None:
-        self.gw, self.store, self.batch, self.token = gw, store, batch, token
-        self.conf = gw.settings
+    def __init__(self, port: RequestPort, store: FileStore, batch: Batch, token: str) -> None:
+        self.port, self.store, self.batch, self.token = port, store, batch, token
+        self.conf = port.settings
         self.results = ResultFiles(store, batch.pk)
         self.kind = ENDPOINTS[batch.endpoint]
         self.stop: Stop | None = None
@@ -143,7 +143,7 @@ class BatchRun:
         model = checked.model
         if checked.errors or not model:
             return
-        if model not in self.gw.routes() or not key.allows_model(model):
+        if model not in self.port.routes() or not key.allows_model(model):
             message = f"The model '{model}' does not exist or this key may not use it."
             checked.error("model_not_found", message, checked.model_line, "body.model")
 
@@ -173,7 +173,7 @@ class BatchRun:
                 await heartbeat
 
     async def _one(self, line: Line) -> None:
-        result = await run_line(self.gw, self._work_key, self.kind, line, self.stopped)
+        result = await run_line(self.port, self._work_key, self.kind, line, self.stopped)
         if result is not None:
             self.results.put(result)
 
@@ -219,7 +219,7 @@ class BatchRun:
             self.request_stop(Stop.LOST, cut=True)
         elif status == BatchStatus.CANCELLING:
             self.request_stop(Stop.CANCELLED, cut=False)
-        if self.gw.inflight.draining or self.results.broken:
+        if self.port.inflight.draining or self.results.broken:
             # In-flight lines are the drain's to finish; the next process resumes the rest.
             # (Results that cannot be written: the next claim, here or elsewhere, tries again.)
             self.request_stop(Stop.RELEASED, cut=False)

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmserver.batches.results import LineResult, usage_tokens
+from llmserver.conf import GatewaySettings
 from llmserver.pipeline.completion import Completion, new_request_id
-from llmserver.runtime.gateway import Gateway
+from llmserver.pipeline.port import RequestPort
 from llmserver.runtime.keys import KeyInfo
 from llmserver.wire.agent_apis import validate_responses
 from llmserver.wire.errors import ApiError, internal_error
@@ -90,15 +91,21 @@ def retry_wait(exc: ApiError) -> float:
     return min(RETRY_WAIT_MAX, max(RETRY_WAIT_MIN, wait)) * random.uniform(1.0, 1.25)
 
 
-def parse(kind: Endpoint, body: dict[str, Any], key: KeyInfo, gw: Gateway) -> CompletionRequest:
-    limits = key.token_limits(gw.settings)
+def parse(
+    kind: Endpoint, body: dict[str, Any], key: KeyInfo, conf: GatewaySettings
+) -> CompletionRequest:
+    limits = key.token_limits(conf)
     if kind == Endpoint.RESPONSES:
         return validate_responses(dict(body), limits)
     return validate(kind, dict(body), limits)
 
 
 async def run_line(
-    gw: Gateway, key: Callable[[], KeyInfo], kind: Endpoint, line: Line, stopped: asyncio.Event
+    port: RequestPort,
+    key: Callable[[], KeyInfo],
+    kind: Endpoint,
+    line: Line,
+    stopped: asyncio.Event,
 ) -> LineResult | None:
     """The line's result, or None if the batch stopped (cancelled, expired, shut down) while
     the line was still waiting for its turn. `key()` is the owner's key as it is now."""
@@ -107,7 +114,8 @@ async def run_line(
         sink = KeepingSink()
         try:
             owner = key()
-            completion = Completion(gw, owner, parse(kind, line.body, owner, gw), sink, request_id)
+            req = parse(kind, line.body, owner, port.settings)
+            completion = Completion(port, owner, req, sink, request_id)
             await completion.run()
             body = sink.json()
         except ApiError as exc:

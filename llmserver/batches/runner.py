@@ -20,17 +20,18 @@ import uuid
 from llmserver.batches import claims
 from llmserver.batches.batch_run import BatchRun, Stop
 from llmserver.batches.storage import FileStore
+from llmserver.pipeline.port import RequestPort
 from llmserver.runtime.db import run_db
-from llmserver.runtime.gateway import Gateway
 
 log = logging.getLogger(__name__)
 STOP_SECONDS = 10.0  # how long a stop waits for runs to record what they have
 
 
 class BatchRunner:
-    def __init__(self, gw: Gateway) -> None:
-        self.gw = gw
-        self.conf = gw.settings
+    def __init__(self, port: RequestPort) -> None:
+        """`port`: what the lines of its batches run through, as any request does."""
+        self.port = port
+        self.conf = port.settings
         self.store = FileStore(self.conf.files_dir)
         # Names this process in each claim: host, pid, and this runner (a restarted gateway in
         # the same process is another runner).
@@ -42,7 +43,7 @@ class BatchRunner:
     async def poll_once(self) -> list[str]:
         """Claim and start what this process has room for; returns the batch ids started."""
         room = self.conf.batch_max_active - len(self._tasks)
-        if room <= 0 or self.stopping or self.gw.inflight.draining:
+        if room <= 0 or self.stopping or self.port.inflight.draining:
             return []
         started = []
         for batch_id in await run_db(claims.claimable, room, set(self._tasks)):
@@ -52,7 +53,7 @@ class BatchRunner:
             if self.stopping:  # the stop came during this look: its runs are already cut
                 await run_db(claims.release, batch_id, self.token)
                 break
-            run = self.runs[batch_id] = BatchRun(self.gw, self.store, batch, self.token)
+            run = self.runs[batch_id] = BatchRun(self.port, self.store, batch, self.token)
             task = self._tasks[batch_id] = asyncio.create_task(run.run())
             task.add_done_callback(functools.partial(self._forget, batch_id))
             started.append(batch_id)

@@ -1,6 +1,7 @@
 """One completion, start to end: admission, dispatch with retry, relay, and accounting in
 `finally`, whatever happens (success, an error, a client that disconnects and cancels this
-coroutine)."""
+coroutine). It depends on the process through its port (`RequestPort`) alone, and reports each
+step once, to its events."""
 
 from __future__ import annotations
 
@@ -18,10 +19,10 @@ from llmserver.pipeline import responses
 from llmserver.pipeline.accounting import Ledger
 from llmserver.pipeline.admission import Admission, admit, check_rates, served_tier
 from llmserver.pipeline.dispatch import run_on_pool, submit
+from llmserver.pipeline.port import RequestPort
 from llmserver.pipeline.relay import Relay, Sink
 from llmserver.pipeline.resume import Preempted
 from llmserver.runtime.access import access_log
-from llmserver.runtime.gateway import Gateway
 from llmserver.runtime.keys import KeyInfo
 from llmserver.runtime.usage import UsageDraft
 from llmserver.wire.errors import ApiError, shutting_down
@@ -45,7 +46,7 @@ def new_request_id(kind: str = Endpoint.CHAT) -> str:
 class Completion:
     def __init__(
         self,
-        gw: Gateway,
+        port: RequestPort,
         key: KeyInfo,
         req: CompletionRequest,
         sink: Sink,
@@ -53,9 +54,9 @@ class Completion:
         client_headers: Iterable[tuple[bytes, bytes]] = (),
     ) -> None:
         """`client_headers`: the HTTP request's, where a client's trace context may be."""
-        self.gw, self.key, self.req, self.request_id = gw, key, req, request_id
-        self.trace = gw.telemetry.tracing.request(request_id, key, req, client_headers)
-        self.pricing = gw.pricing(key.tenant_id)  # the prices in force when it arrived
+        self.port, self.key, self.req, self.request_id = port, key, req, request_id
+        self.events = port.events(request_id, key, req, client_headers)
+        self.pricing = port.pricing(key.tenant_id)  # the prices in force when it arrived
         self.relay = Relay(sink, req, self._headers, request_id)
         self.arrived = time.monotonic()
         self.dispatched_at: float | None = None
@@ -87,35 +88,33 @@ class Completion:
     async def _admit(self) -> Admission:
         """The rate windows, then the pool, models, quota and budget (`admit`), then the
         prompt's token blocks where its pool routes by the backends' caches."""
-        gw, req = self.gw, self.req
-        self.trace.admitting()
+        port, req = self.port, self.req
+        self.events.admitting()
         tokens = req.estimated_prompt_tokens + req.most_output_tokens
-        self.rate_headers = await check_rates(gw.limits.rates, self.key, tokens)
+        self.rate_headers = await check_rates(port.limits.rates, self.key, tokens)
         admission = await admit(
             self.key,
             req,
-            gw.pool(req.model, req.kind),
-            gw.limits.holds,
+            port.pool(req.model, req.kind),
+            port.limits.holds,
             self.request_id,
             self.pricing.prices,
         )
         self.draft.band = admission.band
         if req.service_tier is not None:
             self.relay.service_tier = served_tier(req.service_tier, admission.band)
-        blocks = await gw.backends.prompts.token_blocks(
-            req.model, req.kind, req.body, self.request_id
-        )
+        blocks = await port.token_blocks(req.model, req.kind, req.body, self.request_id)
         if blocks is not None:
             req.prefix_blocks = blocks
         return admission
 
     async def run(self) -> None:
-        gw, ticket = self.gw, None
+        port, ticket = self.port, None
         task = asyncio.current_task()
         assert task is not None
-        gw.inflight.enter(task, self.request_id, self.key.tenant_id, self.key.user)
+        port.inflight.enter(task, self.request_id, self.key.tenant_id, self.key.user)
         try:
-            if gw.inflight.draining:
+            if port.inflight.draining:
                 raise shutting_down()
             if self.req.kind == Endpoint.RESPONSES:
                 # Before anything is queued: a previous response not this key's is a 404.
@@ -124,11 +123,11 @@ class Completion:
                     self.relay.keep = self._keep_response
             admission = await self._admit()
             job = self._job(admission.band, frozenset(admission.pool))
-            ticket = self.ticket = submit(gw.scheduler, job)
-            self.trace.queued(admission.band)
+            ticket = self.ticket = submit(port.scheduler, job)
+            self.events.queued(admission.band)
             if self.req.stream or not self.relay.sink.needs_start:
                 self.reporter = asyncio.ensure_future(self._report_while_queued())
-            await run_on_pool(gw.scheduler, ticket, admission.pool, self)
+            await run_on_pool(port.scheduler, ticket, admission.pool, self)
             self.draft.status = UsageStatus.OK
         except ApiError as exc:
             dispatched = ticket is not None and ticket.backend is not None
@@ -140,7 +139,7 @@ class Completion:
                 raise
             await self.relay.fail(exc)
         except asyncio.CancelledError:
-            if not gw.inflight.stopping:
+            if not port.inflight.stopping:
                 self.draft.status = UsageStatus.CANCELLED
                 raise
             # The drain ran out of time: end this request cleanly instead of cutting it.
@@ -155,20 +154,20 @@ class Completion:
             self.draft.error_type = "internal_error"
             raise
         finally:
-            gw.inflight.leave(task, self.request_id)
+            port.inflight.leave(task, self.request_id)
             self._account(ticket)
 
     async def _keep_response(self, response: dict[str, Any]) -> None:
         """The relay's hook for a Responses answer, before its client has the end of it. Only
         an id the gateway made is kept: an engine's own could name another's response."""
         if self.conversation is not None and response.get("id") == self.request_id:
-            days = self.gw.settings.responses_retention_days
+            days = self.port.settings.responses_retention_days
             await responses.remember(self.key, self.req, self.conversation, response, days)
 
     def _account(self, ticket: Ticket | None) -> None:
-        """The request's one ending, whatever it was: metrics, the access log, and `settle()`
-        (slot released, account corrected, the usage row)."""
-        gw = self.gw
+        """The request's one ending, whatever it was: the access log, `settle()` (slot
+        released, account corrected, the usage row), and the ending's event."""
+        port = self.port
         if self.reporter is not None:
             self.reporter.cancel()
         self._observe_service_time()
@@ -177,24 +176,21 @@ class Completion:
             # Refused, expired or cancelled before any backend saw it: nothing was served, so
             # nothing is billed; the row (its status and error) still shows the refusal.
             self.draft.prompt_tokens = self.draft.completion_tokens = 0
-        model_label = self.req.model if self.req.model in gw.routes() else "unknown"
+        model_label = self.req.model if self.req.model in port.routes() else "unknown"
         if self.draft.error_type == "model_not_found":
             # A name no route serves is whatever a client typed: the reports group by model, so
             # it is recorded as "unknown" (the client's error says which name was refused).
             self.draft.model = "unknown"
         elapsed = time.monotonic() - self.arrived
-        gw.telemetry.metrics.duration.labels(str(self.draft.band), model_label).observe(elapsed)
-        access_log(self.draft, model_label, elapsed, gw.settings.access_log)
-        self.trace.settling()
+        access_log(self.draft, model_label, elapsed, port.settings.access_log)
+        self.events.settling()
         try:
-            Ledger(gw.scheduler, gw.telemetry.metrics, gw.usage).settle(
-                self.draft, ticket, self.pricing, model_label
-            )
+            Ledger(port.scheduler, port.usage).settle(self.draft, ticket, self.pricing)
         finally:
-            self.trace.finish(self.draft)
+            self.events.finish(self.draft, model_label, elapsed)
 
     def _job(self, band: int, pool: frozenset[str]) -> Job:
-        key, req = self.key, self.req
+        port, key, req = self.port, self.key, self.req
         principal = Principal(key.tenant_slug, key.user)
         single = req.n == 1
         return Job(
@@ -208,13 +204,13 @@ class Completion:
                 req.model, req.estimated_prompt_tokens, req.most_output_tokens
             ),
             estimated_output_tokens=req.n
-            * self.gw.estimates.output_lengths.estimate(principal, req.model, req.max_tokens),
+            * port.estimates.output_tokens(principal, req.model, req.max_tokens),
             estimated_prompt_tokens=req.estimated_prompt_tokens,
             prefix_blocks=req.prefix_blocks,
-            deadline=self.gw.clock() + key.queue_timeout,
+            deadline=port.clock() + key.queue_timeout,
             demoted=band > key.band,
             # Only the backends serving its endpoint, where not every backend of the model does.
-            backends=None if pool == set(self.gw.routes().get(req.model, ())) else pool,
+            backends=None if pool == set(port.routes().get(req.model, ())) else pool,
         )
 
     def cost_so_far(self) -> float:
@@ -228,13 +224,13 @@ class Completion:
 
     async def _report_while_queued(self) -> None:
         """Every QUEUE_REPORT_SECONDS while the job waits: its position and a wait estimate."""
-        gw = self.gw
+        port = self.port
         while True:
             await asyncio.sleep(QUEUE_REPORT_SECONDS)
-            where = gw.scheduler.position(self.request_id)
+            where = port.scheduler.position(self.request_id)
             if where is None or where.state != "queued":
                 return
-            eta = gw.estimates.service_times.estimate(self.req.model, where.position, where.running)
+            eta = port.estimates.wait(self.req.model, where.position, where.running)
             async with self._reporting:
                 await self.relay.report_queued(where.position, eta)
 
@@ -250,41 +246,39 @@ class Completion:
         generates = self.req.kind not in POOLING
         if self.dispatched_at is not None and self.draft.status == UsageStatus.OK and generates:
             elapsed = time.monotonic() - self.dispatched_at
-            self.gw.estimates.service_times.observe(self.req.model, elapsed)
             principal = Principal(self.key.tenant_slug, self.key.user)
-            self.gw.estimates.output_lengths.observe(
-                principal, self.req.model, self.relay.completion_tokens
+            self.port.estimates.learn(
+                principal, self.req.model, elapsed, self.relay.completion_tokens
             )
 
     async def forward(self, backend: str, upstream_model: str, priority: int) -> None:
+        port = self.port
         self.draft.backend = backend
+        queue_wait = None
         if self.dispatched_at is None:  # the first dispatch; a resumed run is not queue time
             self.dispatched_at = time.monotonic()
             self.draft.dispatched_at = timezone.now()
-            waited = self.dispatched_at - self.arrived
-            self.gw.telemetry.metrics.queue_wait.labels(str(self.draft.band)).observe(waited)
-            self.gw.telemetry.metrics.tenant_queue_wait.labels(self.key.tenant_slug).observe(waited)
+            queue_wait = self.dispatched_at - self.arrived
             await self._stop_reporting()
-        client = self.gw.backends.client(backend)
+        client = port.client(backend)
         evict = (
             self.ticket if self.ticket is not None and self.ticket.job.policy.preemptible else None
         )
-        trace_headers = self.trace.dispatched(backend, upstream_model, client, self.relay.started)
+        trace_headers = self.events.dispatched(
+            backend, upstream_model, client, self.relay.started, queue_wait
+        )
         try:
             await self.relay.forward(
                 client, upstream_model, priority, evict, client.profile.resumable, trace_headers
             )
         except Preempted:
-            kind = "resumable" if self.relay.started else "before_first_token"
-            self.gw.telemetry.metrics.preemptions.labels(str(self.draft.band), kind).inc()
-            self.trace.preempted(kind)
+            self.events.preempted("resumable" if self.relay.started else "before_first_token")
             raise
         except BackendError as exc:
             kind = f"http_{exc.status // 100}xx" if exc.status else "transport"
-            self.gw.telemetry.metrics.upstream_errors.labels(backend, kind).inc()
-            self.trace.upstream_failed(kind, exc.message)
+            self.events.upstream_failed(kind, exc.message)
             if self.relay.resuming and exc.status is not None and 400 <= exc.status < 500:
-                self.gw.stop_preempting(backend, exc.message)
+                port.stop_preempting(backend, exc.message)
                 raise BackendError(
                     "The backend refused to continue this answer after a pause "
                     f"({exc.message}); the answer ends here.",
@@ -293,14 +287,13 @@ class Completion:
                 ) from None
             raise
         finally:
-            self.trace.forwarded()
+            self.events.forwarded()
 
     def _headers(self) -> dict[str, str]:
         """Sent with the first byte, which is also the first token."""
         self.draft.first_token_at = timezone.now()
-        self.trace.first_token()
         now = time.monotonic()
-        self.gw.telemetry.first_token(self.draft.band, now - self.arrived)
+        self.events.first_token(now - self.arrived)
         queued = (self.dispatched_at or now) - self.arrived
         return {
             "x-request-id": self.request_id,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduling import OutputLengths
+from scheduling import OutputLengths, Principal
 
 DEFAULT_SECONDS = 1.0  # before anything was observed
 ALPHA = 0.2
@@ -36,3 +36,16 @@ class Estimates:
 
     service_times: ServiceTimes = field(default_factory=ServiceTimes)
     output_lengths: OutputLengths = field(default_factory=OutputLengths)
+
+    def wait(self, model: str, position: int, running: int) -> float:
+        """Roughly how long a job at `position` of `model`'s queue waits for its slot."""
+        return self.service_times.estimate(model, position, running)
+
+    def output_tokens(self, principal: Principal, model: str, max_tokens: int) -> int:
+        """The expected length of `principal`'s answer on `model`, at most `max_tokens`."""
+        return self.output_lengths.estimate(principal, model, max_tokens)
+
+    def learn(self, principal: Principal, model: str, seconds: float, tokens: int) -> None:
+        """A request that ended well held its slot `seconds` and answered in `tokens`."""
+        self.service_times.observe(model, seconds)
+        self.output_lengths.observe(principal, model, tokens)

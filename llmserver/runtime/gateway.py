@@ -5,7 +5,8 @@ through Redis), the backends it talks to and their prompt keyer (`BackendPool`),
 configuration kept current (`ConfigWatch`), the key cache, the admission limits, the usage writer
 and pruner, what it reports about itself (`Telemetry`: metrics, traces, dashboard snapshots),
 the completions in flight and what was learned from those that ended. Each does one job; the
-gateway starts, wires and stops them.
+gateway starts, wires and stops them. A request sees the gateway as its port
+(`llmserver/pipeline/port.py`, `RequestPort`), which the gateway implements without importing.
 """
 
 from __future__ import annotations
@@ -14,18 +15,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any
 
 from llmserver.backends.pool import BackendPool
+from llmserver.backends.upstream import UpstreamClient
 from llmserver.cluster.transport import SchedulerTransport
 from llmserver.conf import GatewaySettings, SchedulerTransportKind, gateway_settings
 from llmserver.runtime import notices
 from llmserver.runtime.config import GatewayConfig
 from llmserver.runtime.config_watch import ConfigWatch
 from llmserver.runtime.eta import Estimates
+from llmserver.runtime.events import RequestEvents
 from llmserver.runtime.inflight import InFlight
-from llmserver.runtime.keys import KeyCache
+from llmserver.runtime.keys import KeyCache, KeyInfo
 from llmserver.runtime.limits import AdmissionLimits
 from llmserver.runtime.observability import GatewayMetrics, KvEventsCollector
 from llmserver.runtime.pricing import Pricing
@@ -33,6 +36,7 @@ from llmserver.runtime.pruning import UsagePruner
 from llmserver.runtime.snapshots import SnapshotPublisher
 from llmserver.runtime.telemetry import Telemetry, gateway_tracing
 from llmserver.runtime.usage import UsageWriter
+from llmserver.wire.validation import CompletionRequest
 from scheduling import CostPolicy, SchedulerConfig, SchedulerService, SchedulerSnapshot
 from tenants.endpoints import Endpoint
 
@@ -177,6 +181,26 @@ class Gateway:
         """`backend` refused to continue a paused stream: no more pauses there (see the pool)."""
         if self.backends.stop_preempting(backend, why):
             self.telemetry.metrics.resume_refused.labels(backend).inc()
+
+    # a request's port (llmserver/pipeline/port.py) -----------------------------------------
+
+    async def token_blocks(
+        self, model: str, kind: str, body: dict[str, Any], request_id: str
+    ) -> tuple[int, ...] | None:
+        """The prompt's token blocks, where its pool routes by the backends' caches."""
+        return await self.backends.prompts.token_blocks(model, kind, body, request_id)
+
+    def client(self, backend: str) -> UpstreamClient:
+        return self.backends.client(backend)
+
+    def events(
+        self,
+        request_id: str,
+        key: KeyInfo,
+        req: CompletionRequest,
+        client_headers: Iterable[tuple[bytes, bytes]],
+    ) -> RequestEvents:
+        return self.telemetry.request(request_id, key, req, client_headers)
 
     # state ----------------------------------------------------------------------------------
 

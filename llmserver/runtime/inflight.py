@@ -25,6 +25,10 @@ class InFlight:
         self.tasks.discard(task)
         self.owners.pop(request_id, None)
 
+    def owner(self, request_id: str) -> tuple[int, str] | None:
+        """The tenant id and user of a request running here; None: not running here."""
+        return self.owners.get(request_id)
+
     async def drain(self, seconds: float) -> None:
         """Refuse new completions, wait up to `seconds` for those running, then end the rest
         (their `Completion.run` sees `stopping` and ends them cleanly)."""

@@ -28,7 +28,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from llmserver.runtime.tracing import RequestTrace, Tracing
+from llmserver.runtime.events import RequestEvents
+from llmserver.runtime.tracing import Tracing
 from tenants.endpoints import Endpoint
 from tenants.models import UsageStatus
 
@@ -90,8 +91,8 @@ class OtelTracing(Tracing):
         key: KeyInfo,
         req: CompletionRequest,
         client_headers: Iterable[tuple[bytes, bytes]],
-    ) -> RequestTrace:
-        trace = OtelRequestTrace(self, request_id, key, req, client_headers)
+    ) -> RequestEvents:
+        trace = SpanWriter(self, request_id, key, req, client_headers)
         if trace.root.is_recording():
             return trace
         # Not sampled (OTEL_TRACES_SAMPLER): its steps would be spans nobody records; only the
@@ -124,7 +125,9 @@ class OtelTracing(Tracing):
             await asyncio.wait_for(done, SHUTDOWN_SECONDS)
 
 
-class OtelRequestTrace(RequestTrace):
+class SpanWriter(RequestEvents):
+    """One request's spans, written as its events are heard."""
+
     def __init__(
         self,
         tracing: OtelTracing,
@@ -188,7 +191,12 @@ class OtelRequestTrace(RequestTrace):
         self._waiting_since = None
 
     def dispatched(
-        self, backend: str, upstream_model: str, client: UpstreamClient, resumed: bool
+        self,
+        backend: str,
+        upstream_model: str,
+        client: UpstreamClient,
+        resumed: bool,
+        queue_wait: float | None,
     ) -> Mapping[str, str] | None:
         self._record_wait()
         self._dispatches += 1
@@ -217,7 +225,7 @@ class OtelRequestTrace(RequestTrace):
         self._propagator.inject(headers, context)
         return headers
 
-    def first_token(self) -> None:
+    def first_token(self, seconds: float) -> None:
         if self._leg is None or self._dispatch is None:
             return
         self._leg.end()
@@ -249,7 +257,7 @@ class OtelRequestTrace(RequestTrace):
         self._waiting_since = None
         self._step = self._child("accounting")
 
-    def finish(self, draft: UsageDraft) -> None:
+    def finish(self, draft: UsageDraft, model_label: str, seconds: float) -> None:
         self._end_step()
         root = self.root
         root.set_attributes(
@@ -274,7 +282,7 @@ class OtelRequestTrace(RequestTrace):
             self._step = None
 
 
-class Unsampled(RequestTrace):
+class Unsampled(RequestEvents):
     """A request the sampler left out: no span but its root (not recorded), whose context the
     engine receives, flags and all."""
 
@@ -283,7 +291,12 @@ class Unsampled(RequestTrace):
         tracing.propagator.inject(self._headers, set_span_in_context(root))
 
     def dispatched(
-        self, backend: str, upstream_model: str, client: UpstreamClient, resumed: bool
+        self,
+        backend: str,
+        upstream_model: str,
+        client: UpstreamClient,
+        resumed: bool,
+        queue_wait: float | None,
     ) -> Mapping[str, str] | None:
         return self._headers
 

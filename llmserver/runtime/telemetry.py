@@ -1,18 +1,23 @@
 """What the gateway tells the outside about itself: Prometheus metrics (`/metrics`), traces (off
-unless OTEL_* names an exporter) and the dashboard's snapshots. One value, so a step that reports
-an event reports it to all three in one call."""
+unless OTEL_* names an exporter) and the dashboard's snapshots. A request reports each step once,
+to its events (`request`), which the metrics and the span writer both hear."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from llmserver.runtime.events import Broadcast, RequestEvents
 from llmserver.runtime.observability import GatewayMetrics
+from llmserver.runtime.request_metrics import RequestMetrics
 from llmserver.runtime.snapshots import SnapshotPublisher
-from llmserver.runtime.tracing import Tracing
+from llmserver.runtime.tracing import NO_TRACE, Tracing
 
 if TYPE_CHECKING:
     from llmserver.conf import GatewaySettings
+    from llmserver.runtime.keys import KeyInfo
+    from llmserver.wire.validation import CompletionRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,10 +26,22 @@ class Telemetry:
     tracing: Tracing
     publisher: SnapshotPublisher
 
-    def first_token(self, band: int, seconds: float) -> None:
-        """A stream's first token, `seconds` after it arrived: the histogram and the dashboard."""
-        self.metrics.ttft.labels(str(band)).observe(seconds)
-        self.publisher.first_token(band, seconds)
+    def request(
+        self,
+        request_id: str,
+        key: KeyInfo,
+        req: CompletionRequest,
+        client_headers: Iterable[tuple[bytes, bytes]],
+    ) -> RequestEvents:
+        """One request's events: its metrics and, with tracing on, its spans (which continue
+        the client's trace where `client_headers` carry one)."""
+        metrics = RequestMetrics(self.metrics, self.publisher, key.tenant_slug, key.band)
+        trace = self.tracing.request(request_id, key, req, client_headers)
+        return metrics if trace is NO_TRACE else Broadcast(metrics, trace)
+
+    def render(self) -> bytes:
+        """The metrics' exposition, for /metrics."""
+        return self.metrics.render()
 
     async def aclose(self) -> None:
         await self.tracing.aclose()
