@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from llmserver.backends.spec import BackendSpec
 from llmserver.backends.upstream import UpstreamClient
 from llmserver.batches.lines import KeepingSink
 from llmserver.conf import GatewaySettings
@@ -165,7 +166,9 @@ async def port() -> AsyncIterator[FakePort]:
     runner = web.AppRunner(app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
-    client = UpstreamClient(f"http://127.0.0.1:{runner.addresses[0][1]}", "vllm", name="sim")
+    client = UpstreamClient(
+        BackendSpec("sim", "vllm", f"http://127.0.0.1:{runner.addresses[0][1]}")
+    )
     yield FakePort(client)
     await client.aclose()
     await runner.cleanup()

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 import pytest
 from django.utils import timezone
 
+from llmserver.backends.spec import BackendSpec
 from llmserver.backends.upstream import UpstreamClient
 from llmserver.runtime.events import Broadcast, RequestEvents
 from llmserver.runtime.observability import GatewayMetrics
@@ -46,7 +47,7 @@ class Heard(RequestEvents):
 
 @pytest.fixture
 async def client() -> AsyncIterator[UpstreamClient]:
-    upstream = UpstreamClient("http://127.0.0.1:9", "vllm", name="b1")
+    upstream = UpstreamClient(BackendSpec("b1", "vllm", "http://127.0.0.1:9"))
     yield upstream
     await upstream.aclose()
 
