@@ -59,6 +59,8 @@ def body(
         "max_tokens": max_tokens,
         "stream": stream,
     }
+    if stream:
+        data["stream_options"] = {"include_usage": True}
     if priority is not None:
         data["priority"] = priority
     return data
@@ -83,6 +85,9 @@ class Outcome:
     text_sha: str | None = None
     # The finish reason its last choice carried (None: the stream ended without one)
     finish_reason: str | None = None
+    # Tokens generated, as the usage chunk at the stream's end counts them (a text chunk may
+    # carry more than one token); None where none came
+    completion_tokens: int | None = None
 
 
 def has_text(line: str) -> bool:
@@ -113,6 +118,9 @@ async def stream_once(
                 if line.startswith("data: {") and '"finish_reason":"' in line.replace(" ", ""):
                     for choice in json.loads(line[6:]).get("choices", []):
                         outcome.finish_reason = choice.get("finish_reason") or outcome.finish_reason
+                if line.startswith("data: {") and '"usage":{' in line.replace(" ", ""):
+                    usage = json.loads(line[6:]).get("usage") or {}
+                    outcome.completion_tokens = usage.get("completion_tokens")
         outcome.e2e = time.monotonic() - start
         outcome.text_sha = text.hexdigest()
     except httpx.HTTPError as exc:

@@ -58,6 +58,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,10 +91,16 @@ LIGHT_PROMPT = "Say hello."
 
 
 def parse_args(
-    argv: list[str] | None = None, ways: tuple[str, ...] = WAYS, doc: str | None = __doc__
+    argv: list[str] | None = None,
+    ways: tuple[str, ...] = WAYS,
+    doc: str | None = __doc__,
+    more: Callable[[argparse.ArgumentParser], object] | None = None,
 ) -> argparse.Namespace:
-    """The flood's options; bench/vllm_flood.py shares them with its own ways."""
+    """The flood's options; bench/vllm_flood.py and bench/vllm_calibrate.py share them, the
+    latter adding its own (`more`)."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    if more is not None:
+        more(p)
     p.add_argument("--ways", default=",".join(ways))
     p.add_argument("--slots", type=int, default=4, help="the engine's slots (-np, --max-num-seqs)")
     p.add_argument("--power-requests", type=int, default=48)
@@ -254,6 +261,11 @@ async def gateway_counts(url: str) -> dict[str, float]:
     return out
 
 
+def generated(o: Outcome) -> int:
+    """Its tokens, as its usage counts them, else as its text chunks do."""
+    return o.completion_tokens if o.completion_tokens is not None else o.tokens
+
+
 def summarise(
     way: str, outcomes: list[Outcome], wall: float, gateway: dict[str, float] | None = None
 ) -> dict[str, Any]:
@@ -275,7 +287,18 @@ def summarise(
             "broken": len(broken),
             "errors": sorted(set(failed))[:3],
             "makespan": max((o.sent + (o.e2e or 0.0) for o in mine), default=None),
+            "tokens": sum(generated(o) for o in mine if o.error is None),
         }
+    power_end = out["power"]["makespan"]
+    if power_end is not None:
+        # The tokens served by the power user's last one, every class's: at a full engine a
+        # step serves a token a slot whoever's it is, so the makespan can shrink no further
+        # than this work against FIFO's (`table`'s floor).
+        out["work_by_power_end"] = sum(
+            generated(o)
+            for o in outcomes
+            if o.error is None and o.e2e is not None and o.sent + o.e2e <= power_end
+        )
     heavy = [o for o in outcomes if o.cls == "heavy" and o.error is None and o.e2e is not None]
     if heavy:
         # Service inside the window (their streams are alike): tokens of the streams that
@@ -296,20 +319,26 @@ def summarise(
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    """One row a way; the power user's makespan also as a ratio to the first way's (FIFO)."""
+    """One row a way; the power user's makespan also as a ratio to the first way's (FIFO), beside
+    its floor: the tokens every class was served by then, against the first way's. Serving the
+    light users during the flood adds their tokens to the power user's wait whoever schedules;
+    a makespan above its floor is throughput lost (slots left idle, prompts computed again)."""
     rows = [
         "| way | light TTFT p50 | light p99 | light failed / broken | power TTFT p50 "
-        "| power failed / broken | power makespan (x first) | evictions / resumes per light |",
+        "| power failed / broken | power makespan (x first; its floor) | evictions / resumes per light |",
         "|---|---|---|---|---|---|---|---|",
     ]
     if any("heavy_jain" in r for r in results):
         rows[0] += " Jain (heavy tokens / weight) | batch failed / broken |"
         rows[1] += "---|---|"
     first = results[0]["power"]["makespan"] if results else None
+    work = results[0].get("work_by_power_end") if results else None
     for r in results:
         light, power = r["light"], r["power"]
         span = power["makespan"]
         ratio = f" ({span / first:.2f}x)" if span and first else ""
+        if ratio and work and r.get("work_by_power_end"):
+            ratio = f"{ratio[:-1]}; floor {r['work_by_power_end'] / work:.2f}x)"
         pauses = (
             f"{r['evictions_per_light']:.2f} / {r['resumes_per_light']:.2f}"
             if "gateway" in r

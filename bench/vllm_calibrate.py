@@ -9,8 +9,13 @@ bench/vllm_flood.py runs it):
             power stream paused after 40 tokens as the gateway sends it: vLLM's own prefill
             time (`vllm:request_prefill_time_seconds`, first scheduled to first token: the step
             that computes the prompt) and the tokens it computed
-  flood     bench/vllm_flood.py's `direct` (fcfs) and `priority` ways: light TTFT p50 / p99 and
-            the power user's makespan
+  flood     bench/vllm_flood.py's `direct` (fcfs) way once and its `priority` way
+            `--priority-runs` times (default 3): per run, light TTFT p50 / p99, the power user's
+            makespan, and the tokens the engine generated for each request in the order sent
+            (the model ends some before max_tokens with its end-of-sequence token; the test
+            replays those lengths). The priority mode's light median is a chaotic figure: a light
+            request waits for whichever stream ends next, so a shift of one step in the streams'
+            phases moves it; over five runs it ranged 0.57-1.17 s. Hence several runs.
 
 The fit, in the simulator's cost model (`simulator/engine.py`: a step takes base + per_seq x
 running + prefill x prompt tokens computed): base and per_seq by least squares over the steps;
@@ -20,11 +25,13 @@ system preamble where SmolLM2's adds one). Everything goes to
 `tests/backends/fixtures/vllm_cpu_calibration.json`, which
 `tests/backends/test_simulator_calibration.py` holds the simulator to.
 
-    .venv/bin/python bench/vllm_calibrate.py            # about 4 minutes on two cores
+    .venv/bin/python bench/vllm_calibrate.py            # about 9 minutes on two cores
+    .venv/bin/python bench/vllm_calibrate.py --refit    # the recorded timings fitted again
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
 import json
@@ -128,18 +135,24 @@ async def paused(http: httpx.AsyncClient, url: str, body: dict[str, Any]) -> dic
 
 
 def fit(steps: dict[int, float], prefills: dict[str, dict[str, float]]) -> dict[str, float]:
-    """The simulator's base_step_ms, per_seq_ms and prefill_ms_per_token: the decode step's
-    line by least squares; then the prefill per token by least squares over every prefill
-    measured (the flood's prompts and a resume), each a step of one running sequence plus its
-    prompt in the simulator's tokens. A prefill step costs vLLM more than a decode step beyond
-    its tokens, and the simulator's template renders fewer tokens than SmolLM2's: one slope
-    through them all keeps a fresh prefill and a resume's re-prefill both near the engine's."""
+    """The simulator's base_step_ms, per_seq_ms, prefill_step_ms and prefill_ms_per_token: the
+    decode step's line by least squares; then the prefill's line by least squares over every
+    prefill measured (the flood's prompts and a resume), each a step of one running sequence
+    plus its prompt in the simulator's tokens. A prefill step costs vLLM more than a decode step
+    beyond its tokens, and the simulator's template renders fewer tokens than SmolLM2's (no
+    system preamble): the line's intercept holds both, so a fresh prefill and a resume's
+    re-prefill both land near the engine's."""
     ns, ys = list(steps), [steps[n] * 1000 for n in steps]
     per_seq, base = statistics.linear_regression(ns, ys)
     tokens = [p["simulator_tokens"] for p in prefills.values()]
     beyond = [p["seconds"] * 1000 - base - per_seq for p in prefills.values()]
-    prefill = sum(t * b for t, b in zip(tokens, beyond, strict=True)) / sum(t * t for t in tokens)
-    return {"base_step_ms": base, "per_seq_ms": per_seq, "prefill_ms_per_token": max(0.0, prefill)}
+    prefill, fixed = statistics.linear_regression(tokens, beyond)
+    return {
+        "base_step_ms": base,
+        "per_seq_ms": per_seq,
+        "prefill_step_ms": max(0.0, fixed),
+        "prefill_ms_per_token": max(0.0, prefill),
+    }
 
 
 async def flood(way: str, args: Any) -> dict[str, Any]:
@@ -153,15 +166,36 @@ async def flood(way: str, args: Any) -> dict[str, Any]:
     finally:
         vllm.stop()
     r = summarise(way, outcomes, wall)
+    ordered = sorted(outcomes, key=lambda o: o.sent)
     return {
         "light_ttft_p50": r["light"]["ttft_p50"],
         "light_ttft_p99": r["light"]["ttft_p99"],
         "power_makespan": r["power"]["makespan"],
+        "tokens": {
+            cls: [o.completion_tokens for o in ordered if o.cls == cls]
+            for cls in ("power", "light")
+        },
     }
 
 
+def options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--priority-runs", type=int, default=3)
+    p.add_argument(
+        "--refit",
+        action="store_true",
+        help="fit the recorded timings again (after a change to the fit), without an engine",
+    )
+
+
 async def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv, ("direct", "priority"), __doc__)
+    args = parse_args(argv, ("direct", "priority"), __doc__, options)
+    if args.refit:
+        record = json.loads(FIXTURE.read_text())
+        steps = {int(n): s for n, s in record["steps_seconds"].items()}
+        record["fit"] = fit(steps, record["prefill"])
+        FIXTURE.write_text(json.dumps(record, indent=2) + "\n")
+        print(json.dumps(record["fit"], indent=2))
+        return 0
     reason = missing()
     if reason:
         print(reason, file=sys.stderr)
@@ -186,7 +220,10 @@ async def main(argv: list[str] | None = None) -> int:
         "steps_seconds": {str(n): s for n, s in steps.items()},
         "prefill": prefills,
         "fit": fit(steps, prefills),
-        "flood": {way: await flood(way, args) for way in ("direct", "priority")},
+        "flood": {
+            "direct": [await flood("direct", args)],
+            "priority": [await flood("priority", args) for _ in range(args.priority_runs)],
+        },
     }  # fmt: skip
     FIXTURE.write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))

@@ -24,6 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-step-ms", type=float, default=d.base_step_ms)
     parser.add_argument("--per-seq-ms", type=float, default=d.per_seq_ms)
     parser.add_argument("--prefill-ms-per-token", type=float, default=d.prefill_ms_per_token)
+    parser.add_argument(
+        "--prefill-step-ms",
+        type=float,
+        default=d.prefill_step_ms,
+        help="what a step that computes any prompt costs beyond its tokens",
+    )
     parser.add_argument("--kv-capacity-tokens", type=int, default=d.kv_capacity_tokens)
     parser.add_argument(
         "--prefix-cache-blocks",
@@ -84,6 +90,7 @@ def config_from(options: dict[str, object]) -> EngineConfig:
         base_step_ms=float(options["base_step_ms"]),  # type: ignore[arg-type]
         per_seq_ms=float(options["per_seq_ms"]),  # type: ignore[arg-type]
         prefill_ms_per_token=float(options["prefill_ms_per_token"]),  # type: ignore[arg-type]
+        prefill_step_ms=float(options["prefill_step_ms"]),  # type: ignore[arg-type]
         kv_capacity_tokens=int(options["kv_capacity_tokens"]),  # type: ignore[call-overload]
         prefix_cache_blocks=int(options["prefix_cache_blocks"]),  # type: ignore[call-overload]
         block_tokens=int(options["block_tokens"]),  # type: ignore[call-overload]

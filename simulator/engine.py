@@ -2,9 +2,12 @@
 
 One engine step first admits waiting sequences while fewer than `max_num_seqs` run and their
 prompts fit in the KV cache, then emits one token to every running sequence. A step takes
-`base_step_ms + per_seq_ms * running` plus `prefill_ms_per_token` for each uncached prompt token
-of the sequences admitted in it (so a sequence's first token arrives at the end of its prefill
-step, as in vLLM). When decoding would overflow the KV cache, the latest-admitted sequence is
+`base_step_ms + per_seq_ms * running` plus, where it computes any prompt, `prefill_step_ms` and
+`prefill_ms_per_token` for each uncached prompt token of the sequences admitted in it (so a
+sequence's first token arrives at the end of its prefill step, as in vLLM). The fixed part is
+what a step that computes a prompt costs vLLM beyond its tokens (its CPU build: about 70 ms,
+`bench/vllm_calibrate.py`; a prompt's tokens are counted in the simulator's own tokenizer, which
+renders no system preamble where a real chat template adds one); 0 by default. When decoding would overflow the KV cache, the latest-admitted sequence is
 preempted back to the waiting queue and recomputed later. An abort (a client that went away)
 takes effect at the start of the next step, as in vLLM, where the API server's abort travels to
 the engine core's input queue and is handled between two steps (`EngineCoreProc.run_busy_loop`,
@@ -47,6 +50,7 @@ class EngineConfig:
     base_step_ms: float = 15.0
     per_seq_ms: float = 0.6
     prefill_ms_per_token: float = 0.05
+    prefill_step_ms: float = 0.0
     kv_capacity_tokens: int = 131_072
     prefix_cache_blocks: int = 4096
     block_tokens: int = 16
@@ -220,7 +224,9 @@ class Engine:
     def step_seconds(self, prefill_tokens: int) -> float:
         c = self.config
         ms = c.base_step_ms + c.per_seq_ms * len(self.running)
-        return (ms + c.prefill_ms_per_token * prefill_tokens) / 1000.0 / c.speed
+        if prefill_tokens:
+            ms += c.prefill_step_ms + c.prefill_ms_per_token * prefill_tokens
+        return ms / 1000.0 / c.speed
 
     async def step_once(self) -> bool:
         """One engine step; False when there was nothing to run."""
