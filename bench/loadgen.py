@@ -118,6 +118,12 @@ async def stream_once(
                 if line.startswith("data: {") and '"finish_reason":"' in line.replace(" ", ""):
                     for choice in json.loads(line[6:]).get("choices", []):
                         outcome.finish_reason = choice.get("finish_reason") or outcome.finish_reason
+                if line.startswith("data: {") and '"error"' in line:
+                    # An error inside a stream already answered 200 (a queue timeout after the
+                    # headers went out, a backend that died mid-answer): the request failed.
+                    error = json.loads(line[6:]).get("error")
+                    if isinstance(error, dict):
+                        outcome.error = f"in stream: {error.get('code') or error.get('message')}"
                 if line.startswith("data: {") and '"usage":{' in line.replace(" ", ""):
                     usage = json.loads(line[6:]).get("usage") or {}
                     outcome.completion_tokens = usage.get("completion_tokens")

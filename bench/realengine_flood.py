@@ -269,9 +269,11 @@ def generated(o: Outcome) -> int:
 def summarise(
     way: str, outcomes: list[Outcome], wall: float, gateway: dict[str, float] | None = None
 ) -> dict[str, Any]:
-    """Per class: TTFT, failures (an error, or refused), broken streams (begun, then ended
-    with an error or without a finish reason) and the makespan; per light request, the
-    gateway's pauses (`evictions`) and those continued mid-stream (`resumes`)."""
+    """Per class: TTFT, failures (an error, refused, or an error event in a stream answered
+    200, such as a queue timeout after the headers went out), broken streams (begun, then
+    ended with an error or without a finish reason) and the makespan of those served; per
+    light request, the gateway's pauses (`evictions`) and those continued mid-stream
+    (`resumes`)."""
     out: dict[str, Any] = {"way": way, "wall_s": wall}
     classes = ("light", "power", "heavy", "batch")
     for cls in (c for c in classes if c in {"light", "power"} | {o.cls for o in outcomes}):
@@ -286,7 +288,9 @@ def summarise(
             "failed": len(failed),
             "broken": len(broken),
             "errors": sorted(set(failed))[:3],
-            "makespan": max((o.sent + (o.e2e or 0.0) for o in mine), default=None),
+            "makespan": max(
+                (o.sent + (o.e2e or 0.0) for o in mine if o.error is None), default=None
+            ),
             "tokens": sum(generated(o) for o in mine if o.error is None),
         }
     power_end = out["power"]["makespan"]

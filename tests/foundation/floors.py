@@ -112,15 +112,16 @@ class House:
         return found
 
     def cycles(self) -> list[list[str]]:
-        """The modules of one floor's name that import each other round a circle, each circle
-        once (Tarjan's strongly connected components of more than one module)."""
+        """Modules that import each other round a circle, anywhere in the tree (inside one
+        package, or between the glue floor's packages, which the floors let import each
+        other), each circle once (Tarjan's strongly connected components of more than one
+        module)."""
         edges: dict[str, set[str]] = {}
         for name in self.modules:
-            own = self.group(name)
             edges[name] = {
                 target
                 for target in map(self._module_of, self.imported(name))
-                if target is not None and target != name and self.group(target) == own
+                if target is not None and target != name
             }
         return _circles(edges)
 
