@@ -20,8 +20,12 @@ from tests.browser.pages import login, overflow, require_chromium, screenshot
 require_chromium()
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+# A live page replaces its elements as it updates: one found may be gone by the next read.
+LIVE = (StaleElementReferenceException,)
 
 pytestmark = pytest.mark.e2e
 
@@ -65,7 +69,7 @@ def test_it_shows_the_report_and_a_live_dashboard(
     screenshot(browser, "report.png")
 
     browser.get(gateway.url + "/admin/dashboard/")
-    wait = WebDriverWait(browser, 20, poll_frequency=0.1)
+    wait = WebDriverWait(browser, 20, poll_frequency=0.1, ignored_exceptions=LIVE)
     wait.until(lambda d: d.find_element(By.ID, "dash-conn").text == "live")
     before = int(browser.find_element(By.ID, "dash-count").text)
     threads = completions(gateway, 6)
@@ -98,7 +102,7 @@ def test_the_dashboard_charts_a_flood_and_says_why_each_principal_waits(
     login(browser, gateway)
     browser.set_window_size(1280, 1500)
     browser.get(gateway.url + "/admin/dashboard/")
-    wait = WebDriverWait(browser, 20, poll_frequency=0.1)
+    wait = WebDriverWait(browser, 20, poll_frequency=0.1, ignored_exceptions=LIVE)
     wait.until(lambda d: texts(d, "#dash-conn") == ["live"])
     threads = completions(gateway, 12)
     wait.until(lambda d: "demo/alice" in "".join(texts(d, "#chart-principals-legend")))
@@ -117,7 +121,7 @@ def test_the_dashboard_fits_a_1280_pixel_screen(
     login(browser, gateway)
     browser.set_window_size(1280, 1500)
     browser.get(gateway.url + "/admin/dashboard/")
-    WebDriverWait(browser, 20).until(
+    WebDriverWait(browser, 20, ignored_exceptions=LIVE).until(
         lambda d: (
             "sim" in d.find_element(By.ID, "dash-backends").text
             or "No backends" in d.find_element(By.ID, "dash-backends").text

@@ -16,8 +16,12 @@ from tests.browser.pages import login, overflow, require_chromium, screenshot
 require_chromium()
 
 from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+# A live page replaces its elements as it updates: one found may be gone by the next read.
+LIVE = (StaleElementReferenceException,)
 
 pytestmark = pytest.mark.e2e
 
@@ -75,7 +79,9 @@ def test_an_administrator_reads_usage_makes_a_working_key_and_revokes_it(
     form.find_element(By.NAME, "user").send_keys("ada")
     form.find_element(By.NAME, "allowed_models").send_keys("demo-*")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    secret = WebDriverWait(browser, 10).until(lambda d: d.find_element(By.ID, "secret")).text
+    secret = WebDriverWait(browser, 10, ignored_exceptions=LIVE).until(
+        lambda d: d.find_element(By.ID, "secret").text
+    )
     assert chat(portal, secret) == 200
 
     browser.find_element(By.LINK_TEXT, "Back to the keys").click()
@@ -95,7 +101,9 @@ def test_an_administrator_adds_a_member(portal: GatewayProcess, browser: webdriv
         browser.get(portal.url + "/portal/demo/members/")
     browser.find_element(By.NAME, "person").send_keys("dee@example.com")
     browser.find_element(By.XPATH, "//button[text()='Add']").click()
-    WebDriverWait(browser, 10).until(lambda d: "dee" in d.find_element(By.ID, "members").text)
+    WebDriverWait(browser, 10, ignored_exceptions=LIVE).until(
+        lambda d: "dee" in d.find_element(By.ID, "members").text
+    )
     assert overflow(browser) <= 0
 
 
@@ -107,7 +115,7 @@ def test_the_live_queue_shows_the_tenants_lanes_as_they_run(
     if "/login/" in browser.current_url:
         sign_in(browser, portal)
         browser.get(portal.url + "/portal/demo/queue/")
-    wait = WebDriverWait(browser, 20, poll_frequency=0.1)
+    wait = WebDriverWait(browser, 20, poll_frequency=0.1, ignored_exceptions=LIVE)
     wait.until(lambda d: d.find_element(By.ID, "queue-conn").text == "live")
     body = {
         "model": "demo-llama",
