@@ -168,9 +168,16 @@ class Scheduler:
         self.entries[job.id] = entry
         lane = self._lane(job.model, job.band, job.principal, job.policy.within_principal)
         self._enqueue(entry, lane, front=False)
-        if job.deadline is not None:
-            heapq.heappush(self._deadlines, (job.deadline, entry.seq, entry))
+        self._schedule_expiry(entry)
         self._schedule_aging(entry)
+
+    def taken_over(self, job_id: str, now: float) -> None:
+        """A queued job adopted from a scheduler now gone, which knew when its principal's
+        queue last moved: the take-over counts as a move, so its patience starts again."""
+        entry = self.entries[job_id]
+        moved = self.principals[entry.job.principal].moved_at
+        moved[entry.job.model] = max(moved.get(entry.job.model, now), now)
+        self._schedule_expiry(entry)
 
     def _lane(
         self, model: str, band: int, principal: Principal, policy: WithinPrincipal | None = None
@@ -251,15 +258,35 @@ class Scheduler:
         return Step(dispatched=dispatched, expired=expired, evicted=self.preempt(now))
 
     def expire(self, now: float) -> list[Job]:
-        """Remove queued jobs whose deadline has passed; they are never dispatched."""
+        """Remove queued jobs past their deadline or their patience (`Job`); they are never
+        dispatched. One whose principal's queue moved meanwhile is looked at again later."""
         out: list[Job] = []
         while self._deadlines and self._deadlines[0][0] <= now:
             entry = heapq.heappop(self._deadlines)[2]
-            if entry.state == QUEUED and entry.where is not None and not entry.preempted:
-                self._unqueue(entry)
-                self._finish(entry, "expired")
-                out.append(entry.job)
+            if entry.state != QUEUED or entry.where is None or entry.preempted:
+                continue
+            if (at := self._expiry(entry)) is not None and at > now:
+                heapq.heappush(self._deadlines, (at, entry.seq, entry))
+                continue
+            self._unqueue(entry)
+            self._finish(entry, "expired")
+            out.append(entry.job)
         return out
+
+    def _expiry(self, entry: Entry) -> float | None:
+        """When a queued job expires: at its deadline, or once its principal's queue for its
+        model has moved for the last time `patience` seconds before, whichever comes first."""
+        job = entry.job
+        if job.patience is None:
+            return job.deadline
+        moved = self.principals[job.principal].moved_at.get(job.model, 0.0)
+        waited_from = max(job.enqueued_at or 0.0, moved)
+        stalled = waited_from + job.patience
+        return stalled if job.deadline is None else min(job.deadline, stalled)
+
+    def _schedule_expiry(self, entry: Entry) -> None:
+        if (at := self._expiry(entry)) is not None:
+            heapq.heappush(self._deadlines, (at, entry.seq, entry))
 
     def _age(self, now: float) -> None:
         while self._aging and self._aging[0][0] <= now:
@@ -348,6 +375,7 @@ class Scheduler:
             entry.dispatched_at = now
             if entry.preempted:
                 entry.resumed_at = now
+            self.principals[lane.principal].moved_at[model] = now
             self._take_slot(entry, lane, backend)
             self.totals["dispatched"] += 1
             self.prefixes.record(backend.name, entry.job.prefix_blocks, now)
@@ -484,8 +512,7 @@ class Scheduler:
             raise NoBackend(f"no backend left for model {lane.model!r}")
         entry.backend = None
         self._enqueue(entry, lane, front=True, lift=False)
-        if entry.job.deadline is not None:
-            heapq.heappush(self._deadlines, (entry.job.deadline, entry.seq, entry))
+        self._schedule_expiry(entry)
         self._schedule_aging(entry)
 
     # preemption ------------------------------------------------------------------------------

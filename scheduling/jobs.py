@@ -57,7 +57,10 @@ class Job:
 
     `band` is the priority band (lower goes first); `policy` is its tier's; `estimated_cost` is in
     the configured cost unit (see `scheduling.cost`), and its token estimates what preemption
-    weighs a pause by (`scheduling.engine_costs`); `deadline` is on the scheduler's clock.
+    weighs a pause by (`scheduling.engine_costs`). A queued job expires at its `deadline` (on
+    the scheduler's clock), or once its principal's queue for its model has dispatched nothing
+    for `patience` seconds: a job deep in its own principal's backlog waits behind that
+    principal's own work while it is served, and times out only where the queue stalls.
     `demoted`: admission moved it to a lower band because its tenant is over budget (the
     dashboard says so). `prefix_blocks`: chained hashes of its prompt's leading blocks
     (`scheduling.prefix_index.block_hashes`), what backend choice and batching match on.
@@ -75,6 +78,7 @@ class Job:
     estimated_prompt_tokens: int = 0
     prefix_blocks: tuple[int, ...] = ()
     deadline: float | None = None
+    patience: float | None = None
     enqueued_at: float | None = None
     demoted: bool = False
     backends: frozenset[str] | None = None

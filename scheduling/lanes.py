@@ -219,8 +219,11 @@ class Lane:
 
 @dataclass(slots=True, eq=False)
 class PrincipalState:
-    """Counters the tier limits apply to, across all of a principal's lanes."""
+    """Counters the tier limits apply to, across all of a principal's lanes, and per model when
+    its queue last moved (dispatched a job, from any band), which a queued job's patience is
+    counted from."""
 
     queued: int = 0
     in_flight: int = 0
     blocked: list[Lane] = field(default_factory=list)
+    moved_at: dict[str, float] = field(default_factory=dict)

@@ -36,9 +36,11 @@ def owner_key(key_id: int | None) -> KeyInfo | None:
 
 
 def as_batch_work(key: KeyInfo, window_left: float) -> KeyInfo:
-    """`key` for a batch's lines: the batch band, pausable, waiting up to `window_left` seconds."""
+    """`key` for a batch's lines: the batch band, pausable, waiting at most `window_left`
+    seconds, whether their queue moves or not."""
     policy = replace(key.policy, preemptible=True, preempt_after=None)
-    return replace(key, band=BATCH, policy=policy, queue_timeout=max(1.0, window_left))
+    left = max(1.0, window_left)
+    return replace(key, band=BATCH, policy=policy, queue_timeout=left, queue_window=left)
 
 
 def lines_in_flight(key: KeyInfo, most: int) -> int:

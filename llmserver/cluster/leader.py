@@ -77,11 +77,15 @@ class LeaderService(SchedulerService):
         self, job: Job, waited: float, excluded: Iterable[str], paused: bool = False
     ) -> None:
         """A job queued under an earlier leader, keeping the time it has already waited; one
-        that leader paused to make room goes back to the head of its lane and never expires."""
+        that leader paused to make room goes back to the head of its lane and never expires.
+        When its principal's queue last moved was lost with that leader: its patience counts
+        from the take-over."""
+        now = self.clock()
         if paused:
-            self.core.adopt_paused(job, self.clock() - waited)
+            self.core.adopt_paused(job, now - waited)
         else:
-            self.core.submit(job, self.clock() - waited)
+            self.core.submit(job, now - waited)
+            self.core.taken_over(job.id, now)
         self.core.entries[job.id].excluded.update(excluded)
         self._tickets[job.id] = Ticket(job, self)
         self._poke()

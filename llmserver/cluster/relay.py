@@ -44,25 +44,44 @@ RETRY_SECONDS = 0.2
 
 class RemoteTicket(Ticket):
     """A ticket granted by a leader elsewhere. It also enforces its deadline here, so a job
-    still times out while no process leads."""
+    still times out while no process leads: its patience is counted from the later of its
+    submission and the last grant this relay received (the leader, which sees its principal's
+    queue move, expires it where that queue stalls; here, no grant at all means none leads)."""
 
-    __slots__ = ("clock", "excluded", "queued_at", "resumed_at", "resuming")
+    __slots__ = ("clock", "excluded", "granted_at", "queued_at", "resumed_at", "resuming")
 
-    def __init__(self, job: Job, clock: Callable[[], float], owner: TicketOwner) -> None:
+    def __init__(
+        self,
+        job: Job,
+        clock: Callable[[], float],
+        owner: TicketOwner,
+        granted_at: Callable[[], float],
+    ) -> None:
         super().__init__(job, owner)
         self.clock = clock
+        self.granted_at = granted_at
         self.queued_at = clock()
         self.excluded: set[str] = set()
         self.resuming = False  # paused by preemption: it waits to resume, past any deadline
         self.resumed_at: float | None = None  # granted again after a pause: protected a while
 
     async def dispatched(self) -> str:
-        deadline = None if self.resuming else self.job.deadline
-        timeout = None if deadline is None else max(0.0, deadline - self.clock())
-        try:
-            return await asyncio.wait_for(super().dispatched(), timeout)
-        except TimeoutError:
-            raise QueueTimeout(f"job {self.job.id} waited past its deadline") from None
+        while True:
+            expiry = self._expiry()
+            timeout = None if expiry is None else max(0.0, expiry - self.clock())
+            try:
+                return await asyncio.wait_for(super().dispatched(), timeout)
+            except TimeoutError:
+                expiry = self._expiry()
+                if expiry is None or expiry <= self.clock():
+                    raise QueueTimeout(f"job {self.job.id} waited past its deadline") from None
+
+    def _expiry(self) -> float | None:
+        job = self.job
+        if self.resuming or job.patience is None:
+            return None if self.resuming else job.deadline
+        stalled = max(self.queued_at, self.granted_at()) + job.patience
+        return stalled if job.deadline is None else min(job.deadline, stalled)
 
     def grant(self, backend: str, band: int, priority: int) -> None:
         if self.resuming:
@@ -95,6 +114,7 @@ class ClusterRelay:
         self.epoch = 0  # the newest leader epoch seen: the fencing token
         self.available = False
         self.refused = 0  # grants refused as stale
+        self.granted_at = 0.0  # when the last grant of a leader's current epoch arrived
         self._outbox: list[str] = []
         self._mail = asyncio.Event()
         self._grants_cursor: StreamId = "0-0"
@@ -105,7 +125,7 @@ class ClusterRelay:
     def submit(self, job: Job) -> RemoteTicket:
         if not self.available:
             raise ClusterUnavailable("the scheduler's Redis is unreachable")
-        ticket = RemoteTicket(job, self.clock, self)
+        ticket = RemoteTicket(job, self.clock, self, lambda: self.granted_at)
         self.tickets[job.id] = ticket
         self._send(wire.SUBMIT, {"relay": self.node, "job": wire.encode_job(job, self.clock())})
         return ticket
@@ -256,6 +276,7 @@ class ClusterRelay:
             return
         self.learn_epoch(m.e)
         if m.t == wire.GRANT:
+            self.granted_at = self.clock()
             ticket = self.tickets.get(m.body["id"])
             if ticket is not None and ticket.backend is None:
                 ticket.grant(m.body["backend"], int(m.body["band"]), int(m.body["priority"]))

@@ -47,6 +47,7 @@ def encode_job(job: Job, now: float) -> dict[str, Any]:
         "in": job.estimated_prompt_tokens,
         "prefix": list(job.prefix_blocks),
         "left": None if job.deadline is None else job.deadline - now,
+        "patience": job.patience,
         "demoted": job.demoted,
         "backends": None if job.backends is None else sorted(job.backends),
     }
@@ -65,6 +66,7 @@ def decode_job(data: dict[str, Any], now: float) -> Job:
         estimated_prompt_tokens=int(data.get("in", 0)),
         prefix_blocks=tuple(int(b) for b in data["prefix"]),
         deadline=None if left is None else now + float(left),
+        patience=None if data.get("patience") is None else float(data["patience"]),
         demoted=bool(data["demoted"]),
         backends=None if data["backends"] is None else frozenset(data["backends"]),
     )

@@ -207,7 +207,8 @@ class Completion:
             * port.estimates.output_tokens(principal, req.model, req.max_tokens),
             estimated_prompt_tokens=req.estimated_prompt_tokens,
             prefix_blocks=req.prefix_blocks,
-            deadline=port.clock() + key.queue_timeout,
+            deadline=None if key.queue_window is None else port.clock() + key.queue_window,
+            patience=key.queue_timeout,
             demoted=band > key.band,
             # Only the backends serving its endpoint, where not every backend of the model does.
             backends=None if pool == set(port.routes().get(req.model, ())) else pool,

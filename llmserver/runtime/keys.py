@@ -45,6 +45,7 @@ class KeyInfo:
     tier_name: str
     band: int
     policy: TierPolicy
+    # Seconds a request may wait while its user's queue for the model does not move.
     queue_timeout: float
     model_patterns: tuple[str, ...]
     has_quota_rules: bool
@@ -60,6 +61,8 @@ class KeyInfo:
     # An administrator's own key sees the whole tenant's objects; any other its user's
     # (`tenants/visibility.py`).
     sees_tenant: bool = False
+    # Seconds a request may wait in the queue at most, moving or not (a batch line's window).
+    queue_window: float | None = None
 
     def sees(self, tenant_id: int, user: str) -> bool:
         """Whether this key may see an object of `tenant_id` made for `user`."""

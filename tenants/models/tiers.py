@@ -32,7 +32,13 @@ class Tier(models.Model):
     )
     max_concurrent_per_user = models.PositiveIntegerField(default=4)
     max_queued_per_user = models.PositiveIntegerField(default=64)
-    queue_timeout_seconds = models.FloatField(default=120.0, validators=[MinValueValidator(0.1)])
+    queue_timeout_seconds = models.FloatField(
+        default=120.0,
+        validators=[MinValueValidator(0.1)],
+        help_text="A queued request fails with queue_timeout once its user's queue for the model "
+        "has dispatched nothing for this long: a request behind its own user's work that is "
+        "being served waits for its turn however long that takes.",
+    )
     gate_max_waiting = models.PositiveIntegerField(
         null=True,
         blank=True,

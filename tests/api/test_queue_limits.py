@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from asgiref.sync import sync_to_async
@@ -43,6 +44,24 @@ async def test_a_job_that_waits_past_the_tier_timeout_is_a_503(gateway, world):
     assert status == 503 and headers[b"retry-after"]
     assert json.loads(body)["error"]["code"] == "queue_timeout"
     await running.send_input({"type": "http.disconnect"})
+
+
+async def test_a_request_behind_its_users_own_moving_queue_is_not_timed_out(gateway, world):
+    """The tier's timeout is for a queue that does not move: each of Alice's requests is
+    dispatched within it of the one before, though the last waits longer than it in all."""
+    tier = world["tier"]
+    tier.queue_timeout_seconds = 1.0
+    await sync_to_async(tier.save)()
+    gateway.keys.clear()
+    first = await start(world["alice"], chat_body(max_tokens=3000))  # 5 s and more
+    second = await start(world["alice"], chat_body(max_tokens=3000))
+    third = await start(world["alice"], chat_body(max_tokens=5, stream=False))
+    await wait_for(lambda: depth(gateway) == 2, 5)
+    for running in (first, second):
+        await asyncio.sleep(0.7)
+        await running.send_input({"type": "http.disconnect"})
+    status, _, body = await read_all(third)
+    assert status == 200, body
 
 
 async def test_a_bad_key_is_a_401_in_openais_shape(gateway, world):

@@ -51,3 +51,11 @@ def test_a_paused_job_adopted_from_an_old_leader_never_expires() -> None:
     s.adopt_paused(paused, 0.0)
     assert s.dispatch_once(10.0).expired == []
     assert s.entries[paused.id].state is EntryState.QUEUED
+
+
+def test_a_queued_job_taken_over_counts_its_patience_from_the_take_over() -> None:
+    s = scheduler(plain(max_in_flight=0))
+    s.submit(j := job(patience=5.0), 100.0 - 30.0)  # it had waited 30 s under the last leader
+    s.taken_over(j.id, 100.0)
+    assert s.expire(104.9) == []
+    assert s.expire(105.0) == [j]

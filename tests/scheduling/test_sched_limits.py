@@ -59,6 +59,53 @@ def test_it_expires_a_job_past_its_deadline() -> None:
     assert s.totals["expired"] == 1
 
 
+def test_a_job_behind_its_own_principals_moving_queue_waits_past_its_patience() -> None:
+    s = scheduler(plain(max_in_flight=1))
+    first, second, third = (job(patience=5.0) for _ in range(3))
+    for j in (first, second, third):
+        s.submit(j, 0.0)
+    s.select(0.0)
+    s.complete(first.id)
+    s.select(4.0)  # the principal's queue moves at 4 s
+    assert s.expire(8.0) == []
+    assert third in [e.job for e in s.entries.values()]
+
+
+def test_a_job_expires_once_its_principals_queue_has_not_moved_for_its_patience() -> None:
+    s = scheduler(plain(max_in_flight=1))
+    first, second, third = (job(patience=5.0) for _ in range(3))
+    for j in (first, second, third):
+        s.submit(j, 0.0)
+    s.select(0.0)
+    s.complete(first.id)
+    s.select(4.0)
+    assert s.expire(8.9) == []
+    assert s.expire(9.0) == [third]
+
+
+def test_another_principals_moving_queue_does_not_extend_a_jobs_patience() -> None:
+    s = scheduler(plain(max_in_flight=1))
+    alice = [job(ALICE, band=0, patience=100.0) for _ in range(3)]
+    for j in alice:
+        s.submit(j, 0.0)
+    s.submit(bob := job(BOB, band=1, patience=5.0), 0.0)
+    s.select(0.0)
+    s.complete(alice[0].id)
+    assert ids(s.select(4.0)) == [alice[1].id]  # Alice's band goes first: her queue moves
+    assert s.expire(5.0) == [bob]
+
+
+def test_a_deadline_holds_however_the_queue_moves() -> None:
+    s = scheduler(plain(max_in_flight=1))
+    first, second, third = (job(patience=5.0, deadline=6.0) for _ in range(3))
+    for j in (first, second, third):
+        s.submit(j, 0.0)
+    s.select(0.0)
+    s.complete(first.id)
+    s.select(4.0)
+    assert s.expire(6.0) == [third]
+
+
 def test_it_never_dispatches_an_expired_job() -> None:
     s = scheduler(plain(max_in_flight=0))
     s.submit(job(deadline=5.0), 0.0)
