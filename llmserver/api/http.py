@@ -2,6 +2,8 @@
 
 The completion runs as a task beside a watcher for `http.disconnect`: a client that goes away
 cancels the task, which aborts the upstream request or leaves the queue, and releases the slot.
+A stream is billed what was delivered: what went to the ASGI send, and whose send returned,
+before the disconnect was read.
 """
 
 from __future__ import annotations
@@ -175,7 +177,7 @@ class CompletionsConsumer(JsonHttpConsumer):
             await self.send_error(too_large(limit), request_id)
             raise StopConsumer()
         serve = asyncio.ensure_future(self.serve(b"".join(self.body), request_id))
-        watch = asyncio.ensure_future(self._wait_for_disconnect())
+        watch = asyncio.ensure_future(self._cancel_on_disconnect(serve))
         try:
             await asyncio.wait({serve, watch}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -187,10 +189,14 @@ class CompletionsConsumer(JsonHttpConsumer):
                     await task
         raise StopConsumer()
 
-    async def _wait_for_disconnect(self) -> None:
+    async def _cancel_on_disconnect(self, serve: asyncio.Future[None]) -> None:
+        """Cancels `serve` in the very step that reads the client's `http.disconnect`, so that
+        nothing is sent, and billed, after it: left to the `wait` above, two turns of the loop
+        later, the relay could still send a chunk that had reached it meanwhile."""
         while True:
             message = await self._receive()
             if message["type"] == "http.disconnect":
+                serve.cancel()
                 return
 
     async def serve(self, raw: bytes, request_id: str) -> None:

@@ -3,7 +3,8 @@
 Streams are relayed event by event: the usage chunk a client did not ask for is dropped, the
 backend's model name is replaced by the public one, the backend's response id by the gateway's
 request id (so the body, `X-Request-Id`, the usage row and the logs name one id), and every event that carries generated text
-is counted, so a stream cut by anyone is billed for what really reached the client. The
+is counted once the sink's send of it has returned, so a stream cut by anyone is billed for
+what really reached the client (a send cancelled while a server held it back is not). The
 backend's own usage, where it sends one, replaces the counts.
 
 A preemptible job's relay watches for the scheduler's eviction between upstream chunks: before
@@ -354,8 +355,6 @@ class Relay:
                 self._take_usage({"input_tokens": usage.get("input_tokens")})
         if name in named.end:
             self._ending = True
-        if name in named.text:
-            self.text_events += 1
         if rename is not None:
             payload = _rename_field(payload, b"model", rename)
         if self.req.kind == Endpoint.RESPONSES:
@@ -365,6 +364,8 @@ class Relay:
         if not self.started:
             await self._start(stream=True)
         await self.sink.event(payload, name or None)
+        if name in named.text:
+            self.text_events += 1  # delivered: counted once its send has returned
 
     def _own_response_id(self, payload: bytes) -> bytes:
         """The response's id as the gateway made it, in every event that names it: read from
@@ -414,10 +415,7 @@ class Relay:
             self._skip_role = False
             if not has_text and usage is None:
                 return  # the continuation's role chunk: the client has had one
-        if has_text:
-            self.text_events += 1
-            if self.delivered is not None:
-                self.delivered.add(payload)
+        upstream_payload = payload
         if rename is not None:
             payload = _rename_field(payload, b"model", rename)
         payload = _rename_field(payload, b"id", self._id_rename or self._learn_id(payload))
@@ -428,6 +426,10 @@ class Relay:
         if not self.started:
             await self._start(stream=True)
         await self.sink.event(payload)
+        if has_text:  # delivered: counted once its send has returned
+            self.text_events += 1
+            if self.delivered is not None:
+                self.delivered.add(upstream_payload)
 
     async def _start(self, stream: bool) -> None:
         headers = self._on_start()

@@ -151,9 +151,18 @@ def open_request(
     """A POST of `body`, with `key` as a bearer key (None: no Authorization) and `headers`."""
     from llmserver.asgi import application
 
-    bearer = [] if key is None else [(b"authorization", f"Bearer {key}".encode())]
+    return ApplicationCommunicator(application, post_scope(key, body, path, headers))
 
-    scope = {
+
+def post_scope(
+    key: str | None,
+    body: bytes,
+    path: str = "/v1/chat/completions",
+    headers: Iterable[tuple[bytes, bytes]] = (),
+) -> dict[str, Any]:
+    """The ASGI scope of `open_request`'s POST."""
+    bearer = [] if key is None else [(b"authorization", f"Bearer {key}".encode())]
+    return {
         "type": "http",
         "http_version": "1.1",
         "method": "POST",
@@ -169,7 +178,6 @@ def open_request(
         "client": ("127.0.0.1", 5000),
         "server": ("127.0.0.1", 8000),
     }
-    return ApplicationCommunicator(application, scope)
 
 
 async def start(

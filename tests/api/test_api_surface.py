@@ -209,11 +209,17 @@ def text_events_in(body: bytes, name: bytes) -> int:
 
 
 async def hang_up_after(comm, events: int) -> bytes:
-    """Read the head and `events` body messages, then disconnect; what the client had."""
+    """Read the head and `events` body messages, then disconnect; the body the gateway sent.
+    That is more than was read where the relay sent further events before the hang-up reached
+    it (a send is a put on the communicator's queue: several upstream events that came in one
+    read go out together), so the rest is taken from the queue once the request has ended."""
     head = await comm.receive_output(10)
     assert head["status"] == 200
     got = b"".join([(await comm.receive_output(10))["body"] for _ in range(events)])
     await comm.send_input({"type": "http.disconnect"})
+    await comm.wait(5)
+    while not comm.output_queue.empty():
+        got += comm.output_queue.get_nowait().get("body", b"")
     return got
 
 
