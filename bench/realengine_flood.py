@@ -54,11 +54,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,41 @@ HEAVY_TOKENS = 32
 # Marks for vLLM's own priority mode, by class (lower first).
 MARKS = {"light": 0, "power": 1, "heavy": 1, "batch": 2}
 LIGHT_PROMPT = "Say hello."
+# The engine's own view, sampled through each way: the sequences it runs and the prompt tokens
+# it has computed so far (`EngineTrace`).
+ENGINE_GAUGES = {
+    VllmServer: ("vllm:num_requests_running", "vllm:prompt_tokens_total"),
+    LlamaServer: ("llamacpp:requests_processing", "llamacpp:prompt_tokens_total"),
+}
+SAMPLE_SECONDS = 0.25
+
+
+@dataclass
+class EngineTrace:
+    """What the engine itself did through one way: how many sequences it ran, sampled every
+    SAMPLE_SECONDS (seconds from the load's start, running), and the prompt tokens it computed.
+    Apart, they show where a makespan above its floor went: slots left empty, or prompts
+    computed again (a paused stream's resume)."""
+
+    running: list[tuple[float, float]] = field(default_factory=list)
+    prompt_tokens: float = 0.0
+
+    def slots_busy(self, until: float, slots: int) -> float | None:
+        """The mean share of the slots running, up to `until` (the power user's end)."""
+        seen = [n for t, n in self.running if t <= until]
+        return sum(min(n, slots) for n in seen) / (len(seen) * slots) if seen else None
+
+
+async def trace_engine(engine: LlamaServer | VllmServer, t0: float, trace: EngineTrace) -> None:
+    """Fill `trace` until cancelled."""
+    running, prompts = ENGINE_GAUGES[type(engine)]
+    first: float | None = None
+    while True:
+        m = await asyncio.to_thread(engine.metrics)
+        trace.running.append((time.monotonic() - t0, m.get(running, 0.0)))
+        first = m.get(prompts, 0.0) if first is None else first
+        trace.prompt_tokens = m.get(prompts, 0.0) - first
+        await asyncio.sleep(SAMPLE_SECONDS)
 
 
 def parse_args(
@@ -125,14 +162,18 @@ def parse_args(
 
 async def run_load(url: str, args: argparse.Namespace, keys: dict[str, str] | None,
                    with_power: bool, model: str = MODEL,
-                   priority: dict[str, int] | None = None) -> tuple[list[Outcome], float]:  # fmt: skip
+                   priority: dict[str, int] | None = None,
+                   engine: LlamaServer | VllmServer | None = None,
+                   ) -> tuple[list[Outcome], float, EngineTrace]:  # fmt: skip
     """The flood; `priority` (class -> value) marks each class's requests for an engine that
-    schedules by priority."""
+    schedules by priority; `engine`: the engine behind `url`, traced meanwhile."""
     marks = priority or {}
     endpoint = url + "/v1/chat/completions"
     tasks: list[asyncio.Task[Outcome]] = []
+    trace = EngineTrace()
     async with client() as http:
         t0 = time.monotonic()
+        tracer = asyncio.ensure_future(trace_engine(engine, t0, trace)) if engine else None
 
         def launch(user: str, cls: str, data: dict[str, Any]) -> asyncio.Task[Outcome]:
             key = keys[user] if keys else None
@@ -181,8 +222,12 @@ async def run_load(url: str, args: argparse.Namespace, keys: dict[str, str] | No
         for task in pending:
             task.cancel()
         wall = time.monotonic() - t0
+        if tracer is not None:
+            tracer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await tracer
     outcomes = [t.result() for t in done]
-    return outcomes, wall
+    return outcomes, wall, trace
 
 
 async def wait_idle(engine: LlamaServer | VllmServer, timeout: float = 120.0) -> None:
@@ -197,8 +242,8 @@ async def wait_idle(engine: LlamaServer | VllmServer, timeout: float = 120.0) ->
 async def run_way(way: str, llama: LlamaServer, args: argparse.Namespace) -> dict[str, Any]:
     await wait_idle(llama)
     if way in ("direct", "ideal"):
-        outcomes, wall = await run_load(llama.url, args, None, way == "direct")
-        return summarise(way, outcomes, wall)
+        outcomes, wall, trace = await run_load(llama.url, args, None, way == "direct", engine=llama)
+        return summarise(way, outcomes, wall, args.slots, trace)
     tmp = tempfile.TemporaryDirectory(prefix="bench-realengine-")
     db = Database(Path(tmp.name))
     kind = "openai" if way == "openai" else "llamacpp"
@@ -220,13 +265,13 @@ async def run_way(way: str, llama: LlamaServer, args: argparse.Namespace) -> dic
             plenty.update(preempt_after_ms=150.0, gate_max_waiting=1, gate_max_tpot_ms=None)
         tiers = {} if way == "defaults" else {"interactive": plenty}
         keys = configure_gateway(gw, *gateway_users(args, tiers))
-        outcomes, wall = await run_load(gw.url, args, keys, True)
+        outcomes, wall, trace = await run_load(gw.url, args, keys, True, engine=llama)
         counts = await gateway_counts(gw.url)
     finally:
         gw.stop()
         db.drop()
         tmp.cleanup()
-    return summarise(way, outcomes, wall, counts)
+    return summarise(way, outcomes, wall, args.slots, trace, counts)
 
 
 def gateway_users(
@@ -267,14 +312,21 @@ def generated(o: Outcome) -> int:
 
 
 def summarise(
-    way: str, outcomes: list[Outcome], wall: float, gateway: dict[str, float] | None = None
+    way: str,
+    outcomes: list[Outcome],
+    wall: float,
+    slots: int,
+    trace: EngineTrace,
+    gateway: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """Per class: TTFT, failures (an error, refused, or an error event in a stream answered
     200, such as a queue timeout after the headers went out), broken streams (begun, then
     ended with an error or without a finish reason) and the makespan of those served; per
     light request, the gateway's pauses (`evictions`) and those continued mid-stream
-    (`resumes`)."""
-    out: dict[str, Any] = {"way": way, "wall_s": wall}
+    (`resumes`); the engine's slots busy until the power user's end (and its samples), and
+    the prompt tokens it computed."""
+    out: dict[str, Any] = {"way": way, "wall_s": wall, "prompt_tokens": trace.prompt_tokens}
+    out["running"] = trace.running
     classes = ("light", "power", "heavy", "batch")
     for cls in (c for c in classes if c in {"light", "power"} | {o.cls for o in outcomes}):
         mine = [o for o in outcomes if o.cls == cls]
@@ -294,6 +346,7 @@ def summarise(
             "tokens": sum(generated(o) for o in mine if o.error is None),
         }
     power_end = out["power"]["makespan"]
+    out["slots_busy"] = trace.slots_busy(power_end if power_end is not None else wall, slots)
     if power_end is not None:
         # The tokens served by the power user's last one, every class's: at a full engine a
         # step serves a token a slot whoever's it is, so the makespan can shrink no further
@@ -329,8 +382,9 @@ def table(results: list[dict[str, Any]]) -> str:
     a makespan above its floor is throughput lost (slots left idle, prompts computed again)."""
     rows = [
         "| way | light TTFT p50 | light p99 | light failed / broken | power TTFT p50 "
-        "| power failed / broken | power makespan (x first; its floor) | evictions / resumes per light |",
-        "|---|---|---|---|---|---|---|---|",
+        "| power failed / broken | power makespan (x first; its floor) | evictions / resumes per light "
+        "| slots busy to the power end | prompt tokens computed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     if any("heavy_jain" in r for r in results):
         rows[0] += " Jain (heavy tokens / weight) | batch failed / broken |"
@@ -348,6 +402,8 @@ def table(results: list[dict[str, Any]]) -> str:
             if "gateway" in r
             else "-"
         )
+        busy = r.get("slots_busy")
+        pauses += f" | {'-' if busy is None else f'{busy:.0%}'} | {r['prompt_tokens']:.0f}"
         if "heavy_jain" in r:
             pauses += f" | {fmt(r['heavy_jain'], digits=3)} | {r['batch']['failed']} / " \
                       f"{r['batch']['broken']} of {r['batch']['n']}"  # fmt: skip

@@ -162,10 +162,10 @@ async def flood(way: str, args: Any) -> dict[str, Any]:
     try:
         await wait_idle(vllm)
         marks = MARKS if way == "priority" else None
-        outcomes, wall = await run_load(vllm.url, args, None, True, SERVED_NAME, marks)
+        outcomes, wall, trace = await run_load(vllm.url, args, None, True, SERVED_NAME, marks)
     finally:
         vllm.stop()
-    r = summarise(way, outcomes, wall)
+    r = summarise(way, outcomes, wall, args.slots, trace)
     ordered = sorted(outcomes, key=lambda o: o.sent)
     return {
         "light_ttft_p50": r["light"]["ttft_p50"],

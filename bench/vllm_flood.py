@@ -70,8 +70,10 @@ async def run_way(way: str, vllm: VllmServer, args: Any) -> dict[str, Any]:
     await wait_idle(vllm)
     if way in ("direct", "priority", "ideal"):
         marks = MARKS if way == "priority" else None
-        outcomes, wall = await run_load(vllm.url, args, None, way != "ideal", SERVED_NAME, marks)
-        return summarise(way, outcomes, wall)
+        outcomes, wall, trace = await run_load(
+            vllm.url, args, None, way != "ideal", SERVED_NAME, marks, vllm
+        )
+        return summarise(way, outcomes, wall, args.slots, trace)
     tmp = tempfile.TemporaryDirectory(prefix="bench-vllm-")
     db = Database(Path(tmp.name))
     backend = ["add_backend", "vllm", vllm.url, "--model", f"demo-llama:{SERVED_NAME}"]
@@ -93,13 +95,13 @@ async def run_way(way: str, vllm: VllmServer, args: Any) -> dict[str, Any]:
                 "gate_max_tpot_ms": None,
             }
         keys = configure_gateway(gw, *gateway_users(args, tiers))
-        outcomes, wall = await run_load(gw.url, args, keys, True)
+        outcomes, wall, trace = await run_load(gw.url, args, keys, True, engine=vllm)
         counts = await gateway_counts(gw.url)
     finally:
         gw.stop()
         db.drop()
         tmp.cleanup()
-    return summarise(way, outcomes, wall, counts)
+    return summarise(way, outcomes, wall, args.slots, trace, counts)
 
 
 async def main(argv: list[str] | None = None) -> int:

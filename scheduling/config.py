@@ -25,8 +25,9 @@ class BackendConfig:
     `capacity` is how many sequences the engine runs at once (vLLM's `max_num_seqs`, llama.cpp's
     slots), set by the operator; None means learn it from the backend's metrics. `preemption`:
     its jobs may be evicted to make room for a waiting job of a higher band or an under-served
-    principal; once its capacity is known, the gateway then never lets it queue (see
-    `scheduling.gate`)."""
+    principal; once its capacity is known, the gateway then lets it queue `held_in_engine` of
+    its jobs, no more (see `scheduling.gate`): one, so that a slot that frees is filled at the
+    engine's next step; 0, so that nothing ever waits there."""
 
     name: str
     models: frozenset[str]
@@ -35,6 +36,7 @@ class BackendConfig:
     enabled: bool = True
     capacity: int | None = None
     preemption: bool = False
+    held_in_engine: int = 1
 
 
 def article_gates() -> dict[int, GateThresholds]:

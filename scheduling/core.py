@@ -72,6 +72,7 @@ class Scheduler:
         self.prefixes = PrefixIndex(config.prefix_index_blocks, config.prefix_ttl_seconds)
         self.engine_caches = EngineCacheMirror()
         self._seq = itertools.count()
+        self._sent = itertools.count()
         self.preempt_due: float | None = None
         # Per (pool, band): the backend and prompt blocks of the last dispatch, for batching.
         self._last: dict[tuple[str, int], tuple[BackendState, tuple[int, ...]]] = {}
@@ -408,6 +409,7 @@ class Scheduler:
         on the lane, the principal and the backend."""
         entry.state = DISPATCHED
         entry.backend = backend.name
+        entry.sent = next(self._sent)
         entry.charged = entry.job.estimated_cost / max(entry.job.policy.weight, 1e-9)
         entry.billed += entry.charged
         lane.service += entry.charged
@@ -534,12 +536,14 @@ class Scheduler:
 
     def _evict(self, victim: preemption.Victim, now: float) -> Eviction:
         entry, backend, waiter = victim.entry, victim.backend, victim.waiter
-        if victim.generated is not None:
-            entry.generated = victim.generated
         entry.evicting = True
-        entry.evictions += 1
-        backend.evicting += 1
-        if waiter is not None:
+        if waiter is None:
+            entry.recalled = True  # it had not started: nothing of an eviction applies
+        else:
+            if victim.generated is not None:
+                entry.generated = victim.generated
+            entry.evictions += 1
+            backend.evicting += 1
             backend.evicted_at.append(now)
             entry.yield_to = waiter
             entry.yield_mark = waiter.dispatches
@@ -550,25 +554,30 @@ class Scheduler:
         """The relay stopped the evicted job, which had generated `real_cost` worth so far: free
         its slot and put it back at the head of its lane, behind the lane it made room for, to
         be resumed (it never expires there). Its account keeps the charge (corrected to the real
-        total when it ends); the resumed run is charged the estimate of what is left."""
+        total when it ends); the resumed run is charged the estimate of what is left. A job
+        called back from the engine's queue goes back to the head of its lane as it was."""
         entry = self._dispatched(job_id)
+        recalled = entry.recalled
         self._release(entry)
         lane = entry.lane
         assert lane is not None
         entry.job.estimated_cost = max(0.0, entry.job.estimated_cost - real_cost)
-        entry.preempted = True
+        # Called back before it started: queued again as it was, not a paused job to resume.
+        entry.preempted = entry.preempted or not recalled
         entry.backend = None
         self.totals["preempted"] += 1
         self._enqueue(entry, lane, front=True, lift=False)
+        if recalled and not entry.preempted:
+            self._schedule_expiry(entry)
 
     def keep_running(self, job_id: str) -> None:
         """The relay cannot stop this job without harm (it cannot be resumed): the eviction is
         dropped and the job is never chosen again."""
         entry = self._dispatched(job_id)
         backend = self.backends.get(entry.backend or "")
-        if entry.evicting and backend is not None:
+        if entry.evicting and not entry.recalled and backend is not None:
             backend.evicting -= 1
-        entry.evicting = False
+        entry.evicting = entry.recalled = False
         entry.job.policy = replace(entry.job.policy, preemptible=False)
 
     def _forget_if_idle(self, lane: Lane) -> None:
@@ -627,9 +636,9 @@ class Scheduler:
         backend = self.backends.get(entry.backend or "")
         if backend is not None:
             backend.record_release()
-            if entry.evicting:
+            if entry.evicting and not entry.recalled:
                 backend.evicting -= 1
-        entry.evicting = False
+        entry.evicting = entry.recalled = False
         lane.in_flight -= 1
         lane.running = max(0.0, lane.running - entry.charged)
         self._forget_if_idle(lane)

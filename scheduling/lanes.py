@@ -38,7 +38,9 @@ class Entry:
     least once (it then never expires in the queue: its client is already being served);
     `yield_to`: the lane it was evicted for, which goes first until that lane's next dispatch
     (its `dispatches` count passes `yield_mark`); `resumed_at` protects it from another
-    eviction for a while, and `evictions` counts how often it gave up its slot."""
+    eviction for a while, and `evictions` counts how often it gave up its slot. `recalled`:
+    it is being called back from the engine's own queue, where it had not started, so its
+    stop is not an eviction (none of the above applies to it)."""
 
     job: Job
     seq: int
@@ -49,7 +51,9 @@ class Entry:
     charged: float = 0.0
     billed: float = 0.0
     dispatched_at: float = 0.0
+    sent: int = 0  # the order of its last dispatch among all (an engine admits in that order)
     evicting: bool = False
+    recalled: bool = False
     preempted: bool = False
     yield_to: Lane | None = None
     yield_mark: int = 0

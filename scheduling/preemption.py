@@ -114,6 +114,9 @@ class _Round:
         self.plan = Plan()
         self._stopping: set[Entry] = set()
         self._stopping_on: Counter[str] = Counter()
+        # Per backend, our jobs waiting in its own queue, newest first (`note_engine_queues`).
+        self.queued: dict[str, list[Entry]] = {}
+        self.in_engine: set[Entry] = set()
 
     def run(
         self,
@@ -121,22 +124,42 @@ class _Round:
         pools: Mapping[str, Sequence[BackendState]],
     ) -> Plan:
         now, c = self.now, self.config
-        for model, band in sorted(heaps, key=lambda k: k[1]):
-            heap = heaps[(model, band)]
+        self.note_engine_queues(pools)
+        groups = {k for k, heap in heaps.items() if heap}
+        groups |= {(e.job.model, lane.band) for e in self.in_engine if (lane := e.lane)}
+        for model, band in sorted(groups, key=lambda k: k[1]):
             pool = pools.get(model, [])
-            if not heap or not any(s.config.preemption for s in pool):
+            if not any(s.config.preemption for s in pool):
+                continue
+            heap = heaps.get((model, band))
+            waiters = list(self.waiters(heap)) if heap else []
+            queued = [e for e in self.queued_waiters(pool, model, band) if self.due(e)]
+            if not waiters and not queued:
                 continue
             gates = [gate_open(s, c.gates.get(band), now, c.stale_after) for s in pool]
             if any(g.open or g.reason not in FULL for g in gates):
                 continue  # room somewhere, or closed for a reason eviction does not cure
-            waiters = list(self.waiters(heap))
-            if not waiters:
-                continue
-            self.clear_engine_queues(pool)
+            if waiters:
+                self.recall(pool, waiters[0])
             served = {v.waiter for v in self.plan.victims if v.waiter is not None}
             served |= {e.yield_to for e in self.entries if e.evicting and e.yield_to is not None}
             completions = self.completions(pool)
             by_name = {s.name: s for s in pool}
+            # First those already in an engine's own queue: first in its line for a slot there.
+            for entry in queued:
+                lane, backend = entry.lane, by_name[entry.backend or ""]
+                if lane is None or lane in served:
+                    continue
+                victim = self.victim(lane, {backend.name: backend})
+                if victim is None:
+                    continue
+                mine = self.completions([backend])
+                natural = mine[0] if mine else None
+                if natural in completions:
+                    completions.remove(natural)
+                if self.pays(entry, victim, backend, natural):
+                    self.stop(victim, backend, lane)
+                    served.add(lane)
             for waiter in waiters:
                 if waiter in served:
                     continue
@@ -147,10 +170,58 @@ class _Round:
                 # This waiter's natural turn: the next completion not already promised to an
                 # earlier waiter of this round.
                 natural = completions.pop(0) if completions else None
-                if self.pays(waiter, victim, backend, natural):
+                head = waiter.queue.peek()
+                if head is not None and self.pays(head, victim, backend, natural):
                     self.stop(victim, backend, waiter)
                 # else it waits for that completion; the next waiter's comes later
         return self.plan
+
+    def note_engine_queues(self, pools: Mapping[str, Sequence[BackendState]]) -> None:
+        """Which of our dispatched jobs wait inside a preempting engine's own queue rather than
+        run: on each backend, the newest beyond its capacity (the engine admits in order). The
+        gateway holds one there so that a slot that frees is filled at the engine's next step,
+        not a round trip later (`scheduling.gate`); more where the capacity was learned after
+        they were sent, or shrank."""
+        over = {
+            s.name: s.in_flight - s.capacity
+            for pool in pools.values()
+            for s in pool
+            if s.config.preemption and s.capacity is not None and s.in_flight > s.capacity
+        }
+        if not over:
+            return
+        dispatched = sorted(
+            (e for e in self.entries if e.state == DISPATCHED and e.backend in over),
+            key=lambda e: e.sent,
+            reverse=True,
+        )
+        for entry in dispatched:
+            name = entry.backend or ""
+            mine = self.queued.setdefault(name, [])
+            if len(mine) < over[name]:
+                mine.append(entry)
+                self.in_engine.add(entry)
+
+    def queued_waiters(
+        self, pool: Sequence[BackendState], model: str, band: int
+    ) -> Iterator[Entry]:
+        """The jobs of (`model`, `band`) in the engine queues of `pool`, oldest first."""
+        for state in pool:
+            for entry in reversed(self.queued.get(state.name, [])):
+                lane = entry.lane
+                mine = lane is not None and lane.model == model and lane.band == band
+                if mine and not self.evicting(entry):
+                    yield entry
+
+    def due(self, entry: Entry) -> bool:
+        """Whether `entry` has waited its `preempt_after` (else notes when it will have)."""
+        after, since = entry.job.policy.preempt_after, entry.job.enqueued_at
+        if after is None or since is None:
+            return False
+        if since + after <= self.now:
+            return True
+        self.plan.look_again(since + after)
+        return False
 
     def evicting(self, entry: Entry) -> bool:
         return entry.evicting or entry in self._stopping
@@ -159,10 +230,14 @@ class _Round:
         return backend.evicting + self._stopping_on[backend.name]
 
     def stop(self, entry: Entry, backend: BackendState, waiter: Lane | None) -> None:
-        generated = self.generated(entry, backend) if backend.costs.known else None
+        """Plan `entry`'s stop: an eviction that makes room for `waiter`, or (None) a call back
+        from the engine's queue, which is not an eviction and does not hold one back."""
+        known = backend.costs.known and waiter is not None
+        generated = self.generated(entry, backend) if known else None
         self.plan.victims.append(Victim(entry, backend, waiter, generated))
         self._stopping.add(entry)
-        self._stopping_on[backend.name] += 1
+        if waiter is not None:
+            self._stopping_on[backend.name] += 1
 
     def completions(self, pool: Sequence[BackendState]) -> list[float]:
         """Seconds from now until each running job of the pool is expected to end, soonest
@@ -174,7 +249,7 @@ class _Round:
             backend = names.get(entry.backend or "")
             if entry.state != DISPATCHED or self.evicting(entry) or backend is None:
                 continue
-            if entry.job.estimated_output_tokens <= 0:
+            if entry in self.in_engine or entry.job.estimated_output_tokens <= 0:
                 continue
             left = backend.costs.seconds_left(
                 entry.job.estimated_output_tokens, self.generated(entry, backend)
@@ -199,16 +274,15 @@ class _Round:
         )
 
     def pays(
-        self, waiter: Lane, victim: Entry, backend: BackendState, natural: float | None
+        self, head: Entry, victim: Entry, backend: BackendState, natural: float | None
     ) -> bool:
-        """Whether evicting `victim` for `waiter` beats waiting `natural` seconds for a slot
-        (None: no completion can be foreseen). Counted and logged once per waiting job and
-        outcome."""
-        head = waiter.queue.peek()
+        """Whether evicting `victim` for the waiting job `head` beats waiting `natural` seconds
+        for a slot (None: no completion can be foreseen). Counted and logged once per waiting
+        job and outcome."""
         pause = self.pause_seconds(victim, backend)
         if pause is not None and natural is not None and natural <= pause:
             self.plan.look_again(self.now + natural)  # when that job should have ended
-            if head is not None and head.held_for != WAIT_FOR_COMPLETION:
+            if head.held_for != WAIT_FOR_COMPLETION:
                 self.plan.decisions.append(Decision(WAIT_FOR_COMPLETION, head))
                 log.debug(
                     "preemption: %s waits on %s: a slot frees in about %.3f s, a pause of %s "
@@ -226,47 +300,32 @@ class _Round:
             "preemption: %s evicted on %s for %s (%s): next completion in %s, pause costs %s",
             victim.job.id,
             backend.name,
-            head.job.id if head is not None else waiter.principal,
+            head.job.id,
             reason,
             "unknown" if natural is None else f"{natural:.3f} s",
             "unknown" if pause is None else f"{pause:.3f} s",
         )
         return True
 
-    def clear_engine_queues(self, pool: Sequence[BackendState]) -> None:
-        """Where jobs of ours wait inside a preempting engine's own queue (sent before its
-        capacity was learned, or before it shrank), a waiter due to preempt would queue behind
-        them there, FIFO, whatever it evicts. So they come back here first: the newest jobs
-        sent to the backend, as many as its queue holds (the engine admits in order, so those
-        have not started; stopping them costs nothing, and the relay stops a stream that waits
-        for its first chunk at once), outside its evictions-per-second bound, which is for
-        running work: a waiter's own eviction is not held back by them. From then on the
-        gateway's own queue, in fair order, is the only one."""
-        c = self.config
+    def recall(self, pool: Sequence[BackendState], waiter: Lane) -> None:
+        """A job in a preempting engine's own queue that `waiter` should go before (of a lower
+        band, or of its band with more service) comes back here: there, FIFO, it would take the
+        next slot that frees, whatever the waiter evicts. It had not started, so calling it
+        back costs nothing (the relay stops a stream that waits for its first chunk at once)
+        and is no eviction: not counted against the backend's bounds, not holding back the
+        waiter's own eviction. From then on the gateway's queue, in fair order, decides."""
         for state in pool:
-            if not state.config.preemption or state.capacity is None:
-                continue
-            # Only ours beyond the capacity surely wait there: others' traffic (another
-            # gateway's) may be what queues, and ours then runs.
-            n = state.in_flight - state.capacity - self.evicting_on(state)
-            if n <= 0:
-                continue
-            queued_there = sorted(
-                (
-                    e
-                    for e in self.entries
-                    if e.state == DISPATCHED
-                    and e.backend == state.name
-                    and not self.evicting(e)
-                    and e.job.policy.preemptible
-                    and e.evictions < c.preempt_max_per_job
-                    and e.resumed_at is None
-                ),
-                key=lambda e: (e.dispatched_at, e.seq),
-                reverse=True,
-            )
-            for entry in queued_there[:n]:
-                self.stop(entry, state, waiter=None)
+            for entry in self.queued.get(state.name, []):
+                lane = entry.lane
+                if lane is None or lane is waiter or self.evicting(entry):
+                    continue
+                if not entry.job.policy.preemptible:
+                    continue
+                behind = lane.band > waiter.band or (
+                    lane.band == waiter.band and lane.service - entry.charged > waiter.service
+                )
+                if behind:
+                    self.stop(entry, state, waiter=None)
 
     def waiters(self, heap: BandHeap) -> Iterator[Lane]:
         """Lanes whose head job may preempt now, least served first (the order of `victim`'s
@@ -277,14 +336,8 @@ class _Round:
             busy = self.principals[lane.principal].in_flight
             if head is None or busy >= head.job.policy.max_concurrent:
                 continue
-            after = head.job.policy.preempt_after
-            if after is None or head.job.enqueued_at is None:
-                continue
-            due = head.job.enqueued_at + after
-            if due <= self.now:
+            if self.due(head):
                 yield lane
-            else:
-                self.plan.look_again(due)
 
     def victim(self, waiter: Lane, pool: Mapping[str, BackendState]) -> Entry | None:
         """The job to evict for `waiter`'s head: of the lowest band below the waiter's if any
@@ -295,20 +348,23 @@ class _Round:
         again), then of the principal with the most service, then the newest. Under fair
         share a backlogged principal is never more than one job's charge ahead of another (the
         least served is dispatched next), so backlogged equals never evict each other: what
-        dispatch gives, preemption does not take back."""
+        dispatch gives, preemption does not take back. A waiter in an engine's queue is
+        weighed with its own charge on its account, as dispatch left it: it was its turn then,
+        and nobody's dispatch since can have put another ahead of it."""
         c, now = self.config, self.now
         names = {
             s.name
             for s in pool.values()
             if s.config.preemption and not self.evicting_on(s) and self.allowance(s) > 0
         }
-        best: tuple[int, float, float, float] | None = None
+        best: tuple[int, float, float, int] | None = None
         chosen: Entry | None = None
         for entry in self.entries:
             lane = entry.lane
             if (
                 entry.state != DISPATCHED
                 or self.evicting(entry)
+                or entry in self.in_engine
                 or not entry.job.policy.preemptible
                 or entry.backend not in names
                 or lane is None
@@ -330,7 +386,7 @@ class _Round:
                 ):
                     continue
             pause = self.pause_seconds(entry, pool[entry.backend or ""]) or 0.0
-            rank = (lane.band, -pause, lane.service, entry.dispatched_at)
+            rank = (lane.band, -pause, lane.service, entry.sent)
             if best is None or rank > best:
                 best, chosen = rank, entry
         return chosen

@@ -55,7 +55,9 @@ shapes = st.builds(
 @dataclass
 class Engine:
     """The scheduler against a simulated engine: `capacity` slots per backend, each running
-    job finishing after answer / TOKENS_PER_SECOND seconds of running."""
+    job finishing after answer / TOKENS_PER_SECOND seconds of running; the jobs sent beyond
+    them wait in the engine's queue, first come first served (a job stopped there is called
+    back, not evicted)."""
 
     shapes: list[Shape]
     backends: int
@@ -68,6 +70,7 @@ class Engine:
     completed: int = 0
     evictions_by_job: dict[str, int] = field(default_factory=dict)
     evictions_at: dict[str, list[float]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)  # dispatched jobs, in the order sent
     dispatches: dict[int, int] = field(default_factory=dict)  # principal -> dispatches so far
     waiting_since: dict[int, float | None] = field(default_factory=dict)  # principal -> since
     seen_dispatches: dict[int, int] = field(default_factory=dict)  # principal -> at `since`
@@ -112,6 +115,20 @@ class Engine:
     def evictions(self) -> int:
         return sum(self.evictions_by_job.values())
 
+    def running(self) -> set[str]:
+        """The jobs the engines run: on each backend, the first `capacity` dispatched there."""
+        out: set[str] = set()
+        for name in self.s.backends:
+            mine = [
+                job_id
+                for job_id in self.order
+                if (e := self.s.entries.get(job_id)) is not None
+                and e.state is EntryState.DISPATCHED
+                and e.backend == name
+            ]
+            out.update(mine[: self.capacity])
+        return out
+
     def scrape(self) -> None:
         for name, state in self.s.backends.items():
             running = min(state.in_flight, self.capacity)
@@ -136,17 +153,23 @@ class Engine:
         for d in step.dispatched:
             p = principal_of(d.job.id)
             self.dispatches[p] = self.dispatches.get(p, 0) + 1
+            if d.job.id in self.order:
+                self.order.remove(d.job.id)
+            self.order.append(d.job.id)
+        running = self.running()
         for e in step.evicted:
             self.evicting.add(e.job_id)
-            self.evictions_by_job[e.job_id] = self.evictions_by_job.get(e.job_id, 0) + 1
-            self.evictions_at.setdefault(e.backend, []).append(self.now)
+            if e.job_id in running:
+                self.evictions_by_job[e.job_id] = self.evictions_by_job.get(e.job_id, 0) + 1
+                self.evictions_at.setdefault(e.backend, []).append(self.now)
         self.watch_waits()
         self.now += TICK
-        for job_id, entry in list(self.s.entries.items()):
-            if entry.state is EntryState.DISPATCHED and job_id not in self.evicting:
+        for job_id in running:
+            if job_id not in self.evicting and job_id in self.s.entries:
                 self.left[job_id] -= TICK
                 if self.left[job_id] <= 1e-9:
                     self.s.complete(job_id)
+                    self.order.remove(job_id)
                     self.completed += 1
                     p = principal_of(job_id)
                     if self.shapes[p].depth:
