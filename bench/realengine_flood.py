@@ -90,11 +90,22 @@ HEAVY_TOKENS = 32
 # Marks for vLLM's own priority mode, by class (lower first).
 MARKS = {"light": 0, "power": 1, "heavy": 1, "batch": 2}
 LIGHT_PROMPT = "Say hello."
-# The engine's own view, sampled through each way: the sequences it runs and the prompt tokens
-# it has computed so far (`EngineTrace`).
+# The engine's own view, sampled through each way (`EngineTrace`): the sequences it runs, the
+# prompt tokens it has computed, and the seconds and count of the gaps between two tokens of a
+# stream (its decode step, as the scheduler learns it: `tenants/backend_kinds.py`).
 ENGINE_GAUGES = {
-    VllmServer: ("vllm:num_requests_running", "vllm:prompt_tokens_total"),
-    LlamaServer: ("llamacpp:requests_processing", "llamacpp:prompt_tokens_total"),
+    VllmServer: (
+        "vllm:num_requests_running",
+        "vllm:prompt_tokens_total",
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:inter_token_latency_seconds_count",
+    ),
+    LlamaServer: (
+        "llamacpp:requests_processing",
+        "llamacpp:prompt_tokens_total",
+        "llamacpp:tokens_predicted_seconds_total",
+        "llamacpp:tokens_predicted_total",
+    ),
 }
 SAMPLE_SECONDS = 0.25
 
@@ -108,6 +119,7 @@ class EngineTrace:
 
     running: list[tuple[float, float]] = field(default_factory=list)
     prompt_tokens: float = 0.0
+    step_seconds: float | None = None  # the mean gap between two tokens of a stream
 
     def slots_busy(self, until: float, slots: int) -> float | None:
         """The mean share of the slots running, up to `until` (the power user's end)."""
@@ -117,13 +129,16 @@ class EngineTrace:
 
 async def trace_engine(engine: LlamaServer | VllmServer, t0: float, trace: EngineTrace) -> None:
     """Fill `trace` until cancelled."""
-    running, prompts = ENGINE_GAUGES[type(engine)]
-    first: float | None = None
+    running, *grow = ENGINE_GAUGES[type(engine)]
+    first: list[float] | None = None
     while True:
         m = await asyncio.to_thread(engine.metrics)
         trace.running.append((time.monotonic() - t0, m.get(running, 0.0)))
-        first = m.get(prompts, 0.0) if first is None else first
-        trace.prompt_tokens = m.get(prompts, 0.0) - first
+        now = [m.get(name, 0.0) for name in grow]
+        first = now if first is None else first
+        prompts, gaps, tokens = (b - a for a, b in zip(first, now, strict=True))
+        trace.prompt_tokens = prompts
+        trace.step_seconds = gaps / tokens if tokens else None
         await asyncio.sleep(SAMPLE_SECONDS)
 
 
@@ -323,9 +338,10 @@ def summarise(
     200, such as a queue timeout after the headers went out), broken streams (begun, then
     ended with an error or without a finish reason) and the makespan of those served; per
     light request, the gateway's pauses (`evictions`) and those continued mid-stream
-    (`resumes`); the engine's slots busy until the power user's end (and its samples), and
-    the prompt tokens it computed."""
+    (`resumes`); the engine's slots busy until the power user's end (and its samples), the
+    prompt tokens it computed and its mean gap between two tokens of a stream."""
     out: dict[str, Any] = {"way": way, "wall_s": wall, "prompt_tokens": trace.prompt_tokens}
+    out["step_s"] = trace.step_seconds
     out["running"] = trace.running
     classes = ("light", "power", "heavy", "batch")
     for cls in (c for c in classes if c in {"light", "power"} | {o.cls for o in outcomes}):
@@ -383,8 +399,8 @@ def table(results: list[dict[str, Any]]) -> str:
     rows = [
         "| way | light TTFT p50 | light p99 | light failed / broken | power TTFT p50 "
         "| power failed / broken | power makespan (x first; its floor) | evictions / resumes per light "
-        "| slots busy to the power end | prompt tokens computed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| slots busy to the power end | prompt tokens computed | token gap ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     if any("heavy_jain" in r for r in results):
         rows[0] += " Jain (heavy tokens / weight) | batch failed / broken |"
@@ -404,6 +420,7 @@ def table(results: list[dict[str, Any]]) -> str:
         )
         busy = r.get("slots_busy")
         pauses += f" | {'-' if busy is None else f'{busy:.0%}'} | {r['prompt_tokens']:.0f}"
+        pauses += f" | {fmt(r['step_s'], 1000, digits=0)}"
         if "heavy_jain" in r:
             pauses += f" | {fmt(r['heavy_jain'], digits=3)} | {r['batch']['failed']} / " \
                       f"{r['batch']['broken']} of {r['batch']['n']}"  # fmt: skip
