@@ -6,9 +6,9 @@ One llama.cpp `llama-server` (Gemma 3 270M Q4_K_M, `-np 4 --metrics`, built by
   direct     straight to llama-server: its FIFO of deferred tasks
   defaults   through the gateway at the product's defaults: backend kind `llamacpp` (capacity
              blank, read from /props; preemption on, max_in_flight 64), the demo's tiers as
-             they ship (interactive: 4 at once and 64 queued per user, 60 s queue timeout,
-             the gate's 150 ms time-per-token ceiling, 50 ms before a waiting request may
-             pause a stream)
+             they ship (interactive: 4 at once and 64 queued per user, a 60 s queue timeout
+             counted from the user's last dispatch, the gate's 150 ms time-per-token ceiling,
+             50 ms before a waiting request may pause a stream)
   llamacpp   through the gateway, backend kind `llamacpp`: the gate reads the engine's metrics
              (requests_deferred against the interactive tier's gate_max_waiting)
   openai     through the gateway, backend kind `openai` with max_in_flight 4: no metrics,
@@ -44,7 +44,9 @@ rather than rungateway, with USAGE_FLUSH_INTERVAL 0.1 s (product 1.0) and ACCESS
 The load: a power user sends `--power-requests` streaming requests at once; `--light-users`
 users each send one short streaming request every `--light-interval` s for `--duration` s. All
 users are on the interactive tier, so the gateway's fair share (not band priority) is measured.
-Reported: light and power time to first token (p50/p99), failures, power makespan.
+Reported: light and power time to first token (p50/p99), failures, power makespan, and from
+the engine's own metrics (`EngineTrace`) its slots busy, the prompt tokens it computed and its
+mean gap between two tokens of a stream.
 
     .venv/bin/python bench/realengine_flood.py            # about 4 minutes on two cores
     .venv/bin/python bench/realengine_flood.py --json

@@ -14,18 +14,22 @@ second on a tier `heavy2` of weight 2) and a batch-tier user (realengine_flood.p
              own priority mode does when every client marks its requests honestly
   defaults   through the gateway at the product's defaults: backend kind `vllm` (capacity
              blank, learned from the engine's metrics; preemption on), the demo's tiers as they
-             ship (interactive: 4 at once and 64 queued per user, 60 s queue timeout, the gate's
-             150 ms time-per-token ceiling, 50 ms before a waiting request may pause a stream)
+             ship (interactive: 4 at once and 64 queued per user, a 60 s queue timeout counted
+             from the user's last dispatch, the gate's 150 ms time-per-token ceiling, 50 ms
+             before a waiting request may pause a stream)
   declared   defaults, but in front of the vLLM started with `--scheduling-policy priority`,
              the backend added with `--priority-scheduling` (product: off, as vLLM's own
              default policy is fcfs), so that the gateway hands each request its coarse
              priority (band, and over or under fair share): what an operator who runs vLLM's
              priority mode declares
   tuned      defaults, changing on the interactive tier what the flood exceeds by design or this
-             machine cannot meet: max_concurrent_per_user 64, max_queued_per_user 1000 and
-             queue_timeout_seconds 3600 (demo 4, 64 and 60 s: the power user's 48 at once wait
-             over a minute on two CPU cores), gate_max_tpot_ms blank (demo 150: two shared CPU
-             cores may be slower than the ceiling a GPU is held to, and the gate would stop all)
+             machine cannot meet: max_concurrent_per_user 64 (demo 4: at 4 the power user alone
+             fills the engine's 4 slots and has no fifth job for the engine to hold),
+             max_queued_per_user 1000 and queue_timeout_seconds 3600 (demo 64 and 60 s; since
+             the timeout counts only a queue that stopped moving, these change nothing here and
+             keep the way comparable with its earlier runs), gate_max_tpot_ms blank (demo 150:
+             two shared CPU cores may be slower than the ceiling a GPU is held to, and the gate
+             would stop all)
   ideal      the light users alone, straight to vLLM
 
 Every gateway way changes, so that only vLLM serves the demo's model: the demo's `simulator`
