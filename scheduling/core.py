@@ -537,16 +537,16 @@ class Scheduler:
     def _evict(self, victim: preemption.Victim, now: float) -> Eviction:
         entry, backend, waiter = victim.entry, victim.backend, victim.waiter
         entry.evicting = True
-        if waiter is None:
-            entry.recalled = True  # it had not started: nothing of an eviction applies
+        entry.yield_to = waiter
+        entry.yield_mark = waiter.dispatches
+        if victim.recall:
+            entry.recalled = True  # it had not started: nothing else of an eviction applies
         else:
             if victim.generated is not None:
                 entry.generated = victim.generated
             entry.evictions += 1
             backend.evicting += 1
             backend.evicted_at.append(now)
-            entry.yield_to = waiter
-            entry.yield_mark = waiter.dispatches
         self.totals["evicted"] += 1
         return Eviction(entry.job.id, backend.name)
 
@@ -564,6 +564,7 @@ class Scheduler:
         entry.job.estimated_cost = max(0.0, entry.job.estimated_cost - real_cost)
         # Called back before it started: queued again as it was, not a paused job to resume.
         entry.preempted = entry.preempted or not recalled
+        entry.called_back = recalled
         entry.backend = None
         self.totals["preempted"] += 1
         self._enqueue(entry, lane, front=True, lift=False)

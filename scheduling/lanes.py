@@ -54,6 +54,7 @@ class Entry:
     sent: int = 0  # the order of its last dispatch among all (an engine admits in that order)
     evicting: bool = False
     recalled: bool = False
+    called_back: bool = False  # its last stop was a call back (until it is sent again)
     preempted: bool = False
     yield_to: Lane | None = None
     yield_mark: int = 0
@@ -73,13 +74,16 @@ class Entry:
 
     def yields(self) -> bool:
         """Whether this evicted job still waits for the lane it was evicted for: while that
-        lane has a job waiting and has not been dispatched since, so the slot it gave up is not
-        taken back; no longer, or a backlogged waiter would hold it back for good."""
+        lane has a job waiting (and, for a running slot given up, may be dispatched: not at its
+        concurrency limit) and has not been dispatched since, so the place it gave up is not
+        taken back; no longer, or a backlogged waiter would hold it back for good. A job called
+        back from an engine's queue gave up a place in that queue, not a slot, and yields
+        whatever holds the lane back meanwhile (its backend of choice being full)."""
         lane = self.yield_to
         if (
             lane is not None
             and lane.dispatches == self.yield_mark
-            and lane.token is not None
+            and (lane.token is not None or self.called_back)
             and lane.queue.peek() is not None
         ):
             return True

@@ -40,16 +40,17 @@ WAIT_FOR_COMPLETION = "wait_for_completion"  # a slot frees sooner than a pause 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Victim:
-    """A job to stop. `waiter`: the lane it makes room for, which it then yields to; None for a
-    job called back from the engine's own queue, which had not started (stopping it costs
-    nothing and does not count against the backend's per-second bound). `generated`: the
-    tokens it has likely generated over all its runs, kept for its resume's cost; None where
-    the engine's costs are unknown."""
+    """A job to stop for `waiter`, the lane it then yields to. `recall`: it is called back
+    from the engine's own queue, where it had not started (stopping it costs nothing and is
+    no eviction: not counted against the backend's bounds). `generated`: the tokens it has
+    likely generated over all its runs, kept for its resume's cost; None where the engine's
+    costs are unknown."""
 
     entry: Entry
     backend: BackendState
-    waiter: Lane | None
+    waiter: Lane
     generated: float | None
+    recall: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +89,14 @@ def decide(
     job of a lower band, or of its own band where that job started ahead of the waiter's
     turn by more than the eviction costs (see `_Round.victim`), and only where the eviction
     pays (see the module's docstring: the k-th waiter of a round weighs the pause against the
-    k-th next completion). The bounds, so evictions never thrash: never a job protected
-    after it ran again, nor one evicted `preempt_max_per_job` times; per backend, one
-    eviction at a time (until its relay confirms that the upstream request is closed) and
-    `preempt_max_per_backend_second` in any second; one per waiter, whose slot the victim
-    does not take back before the waiter's lane has had its next dispatch."""
+    k-th next completion). A job waiting in a preempting engine's own queue
+    (`_Round.note_engine_queues`) is a waiter there too, first in that engine's line, and a
+    job there that a waiter should go before is called back (`_Round.recall`). The bounds,
+    so evictions never thrash: never a job protected after it ran again, nor one evicted
+    `preempt_max_per_job` times; per backend, one eviction at a time (until its relay
+    confirms that the upstream request is closed) and `preempt_max_per_backend_second` in
+    any second; one per waiter, whose slot the victim does not take back before the
+    waiter's lane has had its next dispatch."""
     return _Round(now, config, entries, principals).run(heaps, pools)
 
 
@@ -139,10 +143,13 @@ class _Round:
             gates = [gate_open(s, c.gates.get(band), now, c.stale_after) for s in pool]
             if any(g.open or g.reason not in FULL for g in gates):
                 continue  # room somewhere, or closed for a reason eviction does not cure
-            if waiters:
-                self.recall(pool, waiters[0])
-            served = {v.waiter for v in self.plan.victims if v.waiter is not None}
-            served |= {e.yield_to for e in self.entries if e.evicting and e.yield_to is not None}
+            self.recall(pool, waiters)
+            served = {v.waiter for v in self.plan.victims if not v.recall}
+            served |= {
+                e.yield_to
+                for e in self.entries
+                if e.evicting and not e.recalled and e.yield_to is not None
+            }
             completions = self.completions(pool)
             by_name = {s.name: s for s in pool}
             # First those already in an engine's own queue: first in its line for a slot there.
@@ -229,14 +236,14 @@ class _Round:
     def evicting_on(self, backend: BackendState) -> int:
         return backend.evicting + self._stopping_on[backend.name]
 
-    def stop(self, entry: Entry, backend: BackendState, waiter: Lane | None) -> None:
-        """Plan `entry`'s stop: an eviction that makes room for `waiter`, or (None) a call back
-        from the engine's queue, which is not an eviction and does not hold one back."""
-        known = backend.costs.known and waiter is not None
+    def stop(self, entry: Entry, backend: BackendState, waiter: Lane, recall: bool = False) -> None:
+        """Plan `entry`'s stop for `waiter`: an eviction that makes room, or a call back from
+        the engine's queue, which is not an eviction and does not hold one back."""
+        known = backend.costs.known and not recall
         generated = self.generated(entry, backend) if known else None
-        self.plan.victims.append(Victim(entry, backend, waiter, generated))
+        self.plan.victims.append(Victim(entry, backend, waiter, generated, recall))
         self._stopping.add(entry)
-        if waiter is not None:
+        if not recall:
             self._stopping_on[backend.name] += 1
 
     def completions(self, pool: Sequence[BackendState]) -> list[float]:
@@ -307,25 +314,39 @@ class _Round:
         )
         return True
 
-    def recall(self, pool: Sequence[BackendState], waiter: Lane) -> None:
-        """A job in a preempting engine's own queue that `waiter` should go before (of a lower
-        band, or of its band with more service) comes back here: there, FIFO, it would take the
-        next slot that frees, whatever the waiter evicts. It had not started, so calling it
-        back costs nothing (the relay stops a stream that waits for its first chunk at once)
-        and is no eviction: not counted against the backend's bounds, not holding back the
-        waiter's own eviction. From then on the gateway's queue, in fair order, decides."""
-        for state in pool:
-            for entry in self.queued.get(state.name, []):
-                lane = entry.lane
-                if lane is None or lane is waiter or self.evicting(entry):
-                    continue
-                if not entry.job.policy.preemptible:
-                    continue
-                behind = lane.band > waiter.band or (
-                    lane.band == waiter.band and lane.service - entry.charged > waiter.service
-                )
-                if behind:
-                    self.stop(entry, state, waiter=None)
+    def recall(self, pool: Sequence[BackendState], waiters: Sequence[Lane]) -> None:
+        """Each waiter calls back the jobs held in one preempting engine's own queue that it
+        should go before (of a lower band, or of its band with more service), on a backend it
+        may use (one job, unless the engine's capacity was learned after more were sent):
+        there, FIFO, that job would take the next slot that frees, whatever the waiter evicts.
+        It had not started, so calling it back costs nothing (the relay stops a stream that
+        waits for its first chunk at once) and is no eviction: not counted against the
+        backend's bounds, not holding back the waiter's own eviction. Like an evicted job it
+        yields to the waiter until the waiter's lane is dispatched, or the two would trade the
+        place for as long as the waiter cannot take it. A waiter with a call back under way
+        asks for no other."""
+        calling = {e.yield_to for e in self.entries if e.recalled and e.evicting}
+        for waiter in waiters:
+            head = waiter.queue.peek()
+            if head is None or waiter in calling:
+                continue
+            for state in pool:
+                held = [e for e in self.queued.get(state.name, []) if self.behind(e, waiter)]
+                if held and head.may_use(state.name):
+                    for entry in held:
+                        self.stop(entry, state, waiter, recall=True)
+                    break
+
+    def behind(self, held: Entry, waiter: Lane) -> bool:
+        """Whether `waiter` should go before `held`, a job held in an engine's queue."""
+        lane = held.lane
+        if lane is None or lane is waiter or self.evicting(held):
+            return False
+        if not held.job.policy.preemptible:
+            return False
+        return lane.band > waiter.band or (
+            lane.band == waiter.band and lane.service - held.charged > waiter.service
+        )
 
     def waiters(self, heap: BandHeap) -> Iterator[Lane]:
         """Lanes whose head job may preempt now, least served first (the order of `victim`'s

@@ -74,3 +74,31 @@ def test_a_backlogged_principals_held_job_waits_for_a_slot_to_free() -> None:
     s = engine(capacity=4)
     flood(s, 8)
     assert s.dispatch_once(5.0).evicted == []
+
+
+def two_engines() -> Scheduler:
+    backends = [
+        BackendConfig(name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True)
+        for name in ("b1", "b2")
+    ]
+    s = scheduler(*backends, gates=GATES)
+    for name in ("b1", "b2"):
+        s.update_metrics(name, fresh(waiting=0, running=0))
+    return s
+
+
+def test_a_job_called_back_leaves_its_place_to_the_waiter_until_the_waiter_is_sent() -> None:
+    """The waiter's prompt is cached on the other engine, so it waits for that one: the job
+    called back must not take its place again meanwhile, or the two trade it for ever."""
+    s = two_engines()
+    flood(s, 10)  # each engine: two running, one held
+    s.prefixes.record("b2", (1, 2, 3), 0.0)
+    s.submit(waiter := job(BOB, preempt_after=0.15, prefix_blocks=(1, 2, 3)), 1.0)
+    recalled = [e.job_id for e in s.dispatch_once(1.2).evicted if s.entries[e.job_id].recalled]
+    for job_id in recalled:
+        s.preempted(job_id, real_cost=0.0, now=1.21)
+    for t in (1.3, 1.4, 1.5):
+        step = s.dispatch_once(t)
+        assert not set(ids(step.dispatched)) & set(recalled)
+        assert not {e.job_id for e in step.evicted} & set(recalled)
+    assert s.entries[waiter.id].state == "queued" or waiter.id in ids(step.dispatched)
