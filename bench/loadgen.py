@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from llmserver.backends.metrics import parse_samples  # prometheus-client's parser
 from llmserver.testing.processes import Database, GatewayProcess, start_gateway
@@ -137,6 +138,25 @@ async def stream_once(
 async def counters(http: httpx.AsyncClient, simulator_url: str) -> dict[str, float]:
     response = await http.get(simulator_url + "/metrics", headers={"accept": "text/plain"})
     return parse_samples(response.text)
+
+
+async def gateway_counts(url: str) -> dict[str, float]:
+    """The gateway's preemptions by kind (`preempted_<kind>`; `preempted_recalled` are jobs
+    called back from an engine's queue, which are no evictions) and its preemption decisions by
+    reason."""
+    async with client() as http:
+        text = (await http.get(url + "/metrics", headers={"accept": "text/plain"})).text
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "llmserver_preemptions_total":
+                key = f"preempted_{sample.labels['kind']}"
+            elif sample.name == "llmserver_preemption_decisions_total":
+                key = sample.labels["reason"]
+            else:
+                continue
+            out[key] = out.get(key, 0.0) + sample.value
+    return out
 
 
 def generated_tokens(values: dict[str, float]) -> float:

@@ -42,7 +42,9 @@ the heavy users' service / weight, service in the tokens unit (prompt + 4 x comp
 their requests completed inside the window, from the streams' usage chunk), and each heavy user's
 share; both simulators' generated tokens/s (their counters sampled every 0.2 s), and as a ratio
 to FIFO's in the same run. Over the whole run: the gateway's evictions
-(`llmserver_preemptions_total`), per light request and per completed request; stream integrity
+(`llmserver_preemptions_total`, less the jobs called back from an engine's queue before they
+started, kind `recalled`, which are shown apart), per light request and per completed request;
+stream integrity
 (each completed stream has max_tokens text chunks and reads, word for word, as the simulator's
 uninterrupted answer of that length), per class; the batch user's completed requests.
 
@@ -76,6 +78,7 @@ from loadgen import (
     configure_gateway,
     counters,
     fmt,
+    gateway_counts,
     ge,
     generated_tokens,
     has_text,
@@ -394,8 +397,7 @@ async def run_way(way: str, args: argparse.Namespace) -> dict[str, Any]:
             keys = configure_gateway(gw, tiers, key_specs)
             target = Target(itertools.repeat(gw.url), keys, None)
             run = await run_load(target, sim_urls, args, True)
-            async with client() as http:
-                run["gateway"] = await counters(http, gw.url)
+            run["gateway"] = await gateway_counts(gw.url)
         else:
             priorities = (0, 1) if way == "priority" else None
             target = Target(itertools.cycle(sim_urls), None, priorities)
@@ -464,12 +466,12 @@ def summarise(way: str, run: dict[str, Any]) -> dict[str, Any]:
     out["tokens_per_second"] = steady_rate(run["samples"], run["window"])
     gateway = run.get("gateway")
     if gateway is not None:
-        evictions = sum(
-            v for k, v in gateway.items() if k.startswith("llmserver_preemptions_total")
-        )
+        recalls = gateway.get("preempted_recalled", 0.0)
+        evictions = sum(v for k, v in gateway.items() if k.startswith("preempted_")) - recalls
         completed = sum(out[c]["completed"] for c in CLASSES)
         lights = out["light"]["requests"]
         out["evictions"] = evictions
+        out["recalls"] = recalls
         out["evictions_per_light_request"] = evictions / lights if lights else None
         out["evictions_per_completed_request"] = evictions / completed if completed else None
     else:
@@ -575,7 +577,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             "-"
             if r["evictions"] is None
             else f"{r['evictions']:g} ({fmt(r['evictions_per_light_request'], 1, 2)} / "
-            f"{fmt(r['evictions_per_completed_request'], 1, 3)})"
+            f"{fmt(r['evictions_per_completed_request'], 1, 3)}); {r['recalls']:g} called back"
         )
         intact = " / ".join(f"{r[c]['intact']}/{r[c]['completed']}" for c in CLASSES)
         done = ", ".join(

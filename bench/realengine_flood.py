@@ -73,11 +73,11 @@ from loadgen import (
     client,
     configure_gateway,
     fmt,
+    gateway_counts,
     jain,
     percentile,
     stream_once,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 from llmserver.testing.llama_server import ALIAS, LlamaServer, missing, start_llama_server
 from llmserver.testing.processes import Database, start_gateway
@@ -306,23 +306,6 @@ def gateway_users(
     return {**tiers, "heavy2": {"weight": HEAVY_WEIGHTS["heavyB"], "band": 0}}, users
 
 
-async def gateway_counts(url: str) -> dict[str, float]:
-    """The gateway's preemptions by kind and its preemption decisions by reason."""
-    async with client() as http:
-        text = (await http.get(url + "/metrics", headers={"accept": "text/plain"})).text
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "llmserver_preemptions_total":
-                key = f"preempted_{sample.labels['kind']}"
-            elif sample.name == "llmserver_preemption_decisions_total":
-                key = sample.labels["reason"]
-            else:
-                continue
-            out[key] = out.get(key, 0.0) + sample.value
-    return out
-
-
 def generated(o: Outcome) -> int:
     """Its tokens, as its usage counts them, else as its text chunks do."""
     return o.completion_tokens if o.completion_tokens is not None else o.tokens
@@ -386,9 +369,11 @@ def summarise(
     if gateway is not None:
         lights = max(1, out["light"]["n"])
         out["gateway"] = gateway
+        recalled = gateway.get("preempted_recalled", 0.0)  # called back, not evicted
+        out["recalls_per_light"] = recalled / lights
         out["evictions_per_light"] = (
-            sum(v for k, v in gateway.items() if k.startswith("preempted_")) / lights
-        )
+            sum(v for k, v in gateway.items() if k.startswith("preempted_")) - recalled
+        ) / lights
         out["resumes_per_light"] = gateway.get("preempted_resumable", 0.0) / lights
     return out
 

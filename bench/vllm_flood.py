@@ -50,10 +50,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from loadgen import configure_gateway
+from loadgen import configure_gateway, gateway_counts
 from realengine_flood import (
     MARKS,
-    gateway_counts,
     gateway_users,
     parse_args,
     run_load,

@@ -548,7 +548,7 @@ class Scheduler:
             backend.evicting += 1
             backend.evicted_at.append(now)
         self.totals["evicted"] += 1
-        return Eviction(entry.job.id, backend.name)
+        return Eviction(entry.job.id, backend.name, victim.recall)
 
     def preempted(self, job_id: str, real_cost: float, now: float) -> None:
         """The relay stopped the evicted job, which had generated `real_cost` worth so far: free

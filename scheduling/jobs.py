@@ -98,7 +98,9 @@ class Dispatch:
 @dataclass(frozen=True, slots=True)
 class Eviction:
     """The scheduler's decision to make room: the job running on `backend` is to stop and go
-    back to the head of its queue (its relay confirms with `Scheduler.preempted`)."""
+    back to the head of its queue (its relay confirms with `Scheduler.preempted`). `recall`:
+    it waits in the engine's own queue and had not started; its stop is no eviction."""
 
     job_id: str
     backend: str
+    recall: bool = False

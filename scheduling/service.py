@@ -34,7 +34,17 @@ class Ticket:
     """A submitted job's handle: await `dispatched()` for the backend it was given; while it
     runs, `evict_requested` / `eviction()` say the scheduler wants its slot back."""
 
-    __slots__ = ("_error", "_evict", "_service", "_waiter", "backend", "band", "job", "priority")
+    __slots__ = (
+        "_error",
+        "_evict",
+        "_service",
+        "_waiter",
+        "backend",
+        "band",
+        "job",
+        "priority",
+        "recalled",
+    )
 
     def __init__(self, job: Job, service: TicketOwner) -> None:
         self.job = job
@@ -45,6 +55,8 @@ class Ticket:
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[str] | None = None
         self._evict: asyncio.Event | None = None
+        # The stop asked for is a call back from the engine's queue, not an eviction.
+        self.recalled = False
 
     @property
     def evict_requested(self) -> bool:
@@ -61,7 +73,8 @@ class Ticket:
         self._evict = None
         self._service.keep_running(self)
 
-    def _request_eviction(self) -> None:
+    def _request_eviction(self, recall: bool = False) -> None:
+        self.recalled = recall
         if self._evict is None:
             self._evict = asyncio.Event()
         self._evict.set()
@@ -93,6 +106,7 @@ class Ticket:
         self.backend = None
         self._waiter = None
         self._evict = None
+        self.recalled = False
 
 
 class SchedulerService:
@@ -157,7 +171,7 @@ class SchedulerService:
         for e in step.evicted:
             ticket = self._tickets.get(e.job_id)
             if ticket is not None:
-                ticket._request_eviction()
+                ticket._request_eviction(e.recall)
         return step
 
     def _poke(self) -> None:

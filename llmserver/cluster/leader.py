@@ -245,7 +245,8 @@ class Leader:
         for eviction in step.evicted:
             relay = self.owners.get(eviction.job_id)
             if relay is not None:
-                self._post(relay, Message(wire.EVICT, self.epoch, {"id": eviction.job_id}))
+                body = {"id": eviction.job_id, "recall": eviction.recall}
+                self._post(relay, Message(wire.EVICT, self.epoch, body))
 
     def _refuse(self, job_id: str, reason: str, retry_after: float | None = None) -> None:
         relay = self.owners.pop(job_id, None)

@@ -96,8 +96,8 @@ class RemoteTicket(Ticket):
             self.excluded.add(failed_backend)
         self._reset()
 
-    def evict(self) -> None:
-        self._request_eviction()
+    def evict(self, recall: bool = False) -> None:
+        self._request_eviction(recall)
 
     def paused(self) -> None:
         self.resuming = True
@@ -283,7 +283,7 @@ class ClusterRelay:
         elif m.t == wire.EVICT:
             ticket = self.tickets.get(m.body["id"])
             if ticket is not None and ticket.backend is not None:
-                ticket.evict()
+                ticket.evict(bool(m.body.get("recall")))
         elif m.t == wire.REJECT:
             ticket = self.tickets.pop(m.body["id"], None)
             if ticket is not None:

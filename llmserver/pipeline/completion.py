@@ -273,7 +273,11 @@ class Completion:
                 client, upstream_model, priority, evict, client.profile.resumable, trace_headers
             )
         except Preempted:
-            self.events.preempted("resumable" if self.relay.started else "before_first_token")
+            if evict is not None and evict.recalled:
+                kind = "recalled"  # called back from the engine's queue: no eviction
+            else:
+                kind = "resumable" if self.relay.started else "before_first_token"
+            self.events.preempted(kind)
             raise
         except BackendError as exc:
             kind = f"http_{exc.status // 100}xx" if exc.status else "transport"

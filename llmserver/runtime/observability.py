@@ -202,7 +202,8 @@ class GatewayMetrics:
         self.preemptions = self._counter(
             "llmserver_preemptions",
             "Running jobs evicted to make room, by band and kind (before_first_token: restarted "
-            "from the queue; resumable: the client's stream continued later).",
+            "from the queue; resumable: the client's stream continued later; recalled: called "
+            "back from the engine's own queue before it started, which is no eviction).",
             ["band", "kind"],
         )
         self.tokens = self._counter(

@@ -44,8 +44,9 @@ def test_a_waiter_calls_back_the_held_job_and_a_running_job_makes_room_for_it() 
     jobs = flood(s, 8)
     s.submit(waiter := light(), 1.0)
     assert s.dispatch_once(1.1).evicted == []  # not yet due
-    stopped = [e.job_id for e in s.dispatch_once(1.2).evicted]
-    assert stopped[0] == jobs[4].id and len(stopped) == 2  # the held one, then a running one
+    stopped = s.dispatch_once(1.2).evicted
+    assert (stopped[0].job_id, stopped[0].recall) == (jobs[4].id, True)
+    assert len(stopped) == 2 and not stopped[1].recall  # and a running one evicted
     s.preempted(jobs[4].id, real_cost=0.0, now=1.21)
     assert ids(s.select(1.21)) == [waiter.id]  # first in the engine's line for the freed slot
 
