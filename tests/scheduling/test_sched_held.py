@@ -13,7 +13,12 @@ GATES = {band: GateThresholds(max_waiting=1, max_tpot_seconds=None) for band in 
 
 def engine(capacity: int = 4) -> Scheduler:
     backend = BackendConfig(
-        "b1", frozenset({"m"}), has_metrics=True, capacity=capacity, preemption=True
+        "b1",
+        frozenset({"m"}),
+        has_metrics=True,
+        capacity=capacity,
+        preemption=True,
+        held_in_engine=1,
     )
     s = scheduler(backend, gates=GATES)
     s.update_metrics("b1", fresh(waiting=0, running=0))
@@ -79,7 +84,9 @@ def test_a_backlogged_principals_held_job_waits_for_a_slot_to_free() -> None:
 
 def two_engines() -> Scheduler:
     backends = [
-        BackendConfig(name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True)
+        BackendConfig(
+            name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True, held_in_engine=1
+        )
         for name in ("b1", "b2")
     ]
     s = scheduler(*backends, gates=GATES)
