@@ -23,11 +23,11 @@ second on a tier `heavy2` of weight 2) and a batch-tier user (realengine_flood.p
              priority (band, and over or under fair share): what an operator who runs vLLM's
              priority mode declares
   tuned      defaults, changing on the interactive tier what the flood exceeds by design or this
-             machine cannot meet: max_concurrent_per_user 64 (demo 4: at 4 the power user alone
-             fills the engine's 4 slots and has no fifth job for the engine to hold),
-             max_queued_per_user 1000 and queue_timeout_seconds 3600 (demo 64 and 60 s; since
-             the timeout counts only a queue that stopped moving, these change nothing here and
-             keep the way comparable with its earlier runs), gate_max_tpot_ms blank (demo 150:
+             machine cannot meet: max_concurrent_per_user 64 (demo 4: the power user's 48 are
+             sent at once by design), max_queued_per_user 1000 and queue_timeout_seconds 3600
+             (demo 64 and 60 s; since the timeout counts only a queue that stopped moving, these
+             change nothing here and keep the way comparable with its earlier runs),
+             gate_max_tpot_ms blank (demo 150:
              two shared CPU cores may be slower than the ceiling a GPU is held to, and the gate
              would stop all)
   ideal      the light users alone, straight to vLLM
