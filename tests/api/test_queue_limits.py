@@ -14,6 +14,10 @@ def depth(gw) -> int:
     return sum(q.depth for q in gw.snapshot().queues)
 
 
+def in_flight(gw) -> int:
+    return sum(b.in_flight for b in gw.snapshot().backends)
+
+
 async def test_a_full_per_user_queue_is_a_429_with_retry_after(gateway, world):
     running = await start(world["alice"], chat_body(max_tokens=300))
     assert (await running.receive_output(10))["status"] == 200
@@ -54,7 +58,9 @@ async def test_a_request_behind_its_users_own_moving_queue_is_not_timed_out(gate
     await sync_to_async(tier.save)()
     gateway.keys.clear()
     first = await start(world["alice"], chat_body(max_tokens=3000))  # 5 s and more
+    await wait_for(lambda: in_flight(gateway) == 1, 5)
     second = await start(world["alice"], chat_body(max_tokens=3000))
+    await wait_for(lambda: depth(gateway) == 1, 5)
     third = await start(world["alice"], chat_body(max_tokens=5, stream=False))
     await wait_for(lambda: depth(gateway) == 2, 5)
     for running in (first, second):
