@@ -278,12 +278,8 @@ class Scheduler:
         """When a queued job expires: at its deadline, or once its principal's queue for its
         model has moved for the last time `patience` seconds before, whichever comes first."""
         job = entry.job
-        if job.patience is None:
-            return job.deadline
         moved = self.principals[job.principal].moved_at.get(job.model, 0.0)
-        waited_from = max(job.enqueued_at or 0.0, moved)
-        stalled = waited_from + job.patience
-        return stalled if job.deadline is None else min(job.deadline, stalled)
+        return job.expires_at(max(job.enqueued_at or 0.0, moved))
 
     def _schedule_expiry(self, entry: Entry) -> None:
         if (at := self._expiry(entry)) is not None:
@@ -410,6 +406,7 @@ class Scheduler:
         entry.state = DISPATCHED
         entry.backend = backend.name
         entry.sent = next(self._sent)
+        entry.recalled = False
         entry.charged = entry.job.estimated_cost / max(entry.job.policy.weight, 1e-9)
         entry.billed += entry.charged
         lane.service += entry.charged
@@ -564,7 +561,6 @@ class Scheduler:
         entry.job.estimated_cost = max(0.0, entry.job.estimated_cost - real_cost)
         # Called back before it started: queued again as it was, not a paused job to resume.
         entry.preempted = entry.preempted or not recalled
-        entry.called_back = recalled
         entry.backend = None
         self.totals["preempted"] += 1
         self._enqueue(entry, lane, front=True, lift=False)
@@ -639,7 +635,7 @@ class Scheduler:
             backend.record_release()
             if entry.evicting and not entry.recalled:
                 backend.evicting -= 1
-        entry.evicting = entry.recalled = False
+        entry.evicting = False
         lane.in_flight -= 1
         lane.running = max(0.0, lane.running - entry.charged)
         self._forget_if_idle(lane)

@@ -83,6 +83,14 @@ class Job:
     demoted: bool = False
     backends: frozenset[str] | None = None
 
+    def expires_at(self, waited_from: float) -> float | None:
+        """When it expires if queued, having waited since `waited_from` without its queue
+        moving: its deadline, or its patience from then, whichever comes first."""
+        if self.patience is None:
+            return self.deadline
+        stalled = waited_from + self.patience
+        return stalled if self.deadline is None else min(self.deadline, stalled)
+
 
 @dataclass(frozen=True, slots=True)
 class Dispatch:

@@ -39,8 +39,9 @@ class Entry:
     `yield_to`: the lane it was evicted for, which goes first until that lane's next dispatch
     (its `dispatches` count passes `yield_mark`); `resumed_at` protects it from another
     eviction for a while, and `evictions` counts how often it gave up its slot. `recalled`:
-    it is being called back from the engine's own queue, where it had not started, so its
-    stop is not an eviction (none of the above applies to it)."""
+    its last stop is a call back from the engine's own queue, where it had not started (under
+    way while `evicting`), so it is not an eviction and only the yield above applies to it;
+    cleared when it is sent again."""
 
     job: Job
     seq: int
@@ -54,7 +55,6 @@ class Entry:
     sent: int = 0  # the order of its last dispatch among all (an engine admits in that order)
     evicting: bool = False
     recalled: bool = False
-    called_back: bool = False  # its last stop was a call back (until it is sent again)
     preempted: bool = False
     yield_to: Lane | None = None
     yield_mark: int = 0
@@ -83,7 +83,7 @@ class Entry:
         if (
             lane is not None
             and lane.dispatches == self.yield_mark
-            and (lane.token is not None or self.called_back)
+            and (lane.token is not None or self.recalled)
             and lane.queue.peek() is not None
         ):
             return True

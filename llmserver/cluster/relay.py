@@ -77,11 +77,9 @@ class RemoteTicket(Ticket):
                     raise QueueTimeout(f"job {self.job.id} waited past its deadline") from None
 
     def _expiry(self) -> float | None:
-        job = self.job
-        if self.resuming or job.patience is None:
-            return None if self.resuming else job.deadline
-        stalled = max(self.queued_at, self.granted_at()) + job.patience
-        return stalled if job.deadline is None else min(job.deadline, stalled)
+        if self.resuming:
+            return None
+        return self.job.expires_at(max(self.queued_at, self.granted_at()))
 
     def grant(self, backend: str, band: int, priority: int) -> None:
         if self.resuming:
