@@ -10,6 +10,7 @@ from typing import Any
 from scheduling import (
     BackendConfig,
     BackendMetrics,
+    GateThresholds,
     Job,
     Principal,
     Scheduler,
@@ -64,3 +65,35 @@ def scheduler(*backends: BackendConfig, **config: Any) -> Scheduler:
 
 def ids(dispatches: Iterable[Any]) -> list[str]:
     return [d.job.id for d in dispatches]
+
+
+# Every band's gate closed as soon as the backend's slots are taken (no time-per-token ceiling).
+FULL_AT_CAPACITY = {
+    band: GateThresholds(max_waiting=1, max_tpot_seconds=None) for band in (0, 1, 2)
+}
+
+
+def preempting(
+    *names: str,
+    capacity: int,
+    preemption: bool = True,
+    held_in_engine: int = 0,
+    **config: Any,
+) -> Scheduler:
+    """Backends of `capacity` slots each with metrics (scraped idle) and preemption, every gate
+    closing at capacity; by default holding none of our jobs in the engine's queue."""
+    backends = [
+        BackendConfig(
+            name,
+            frozenset({"m"}),
+            has_metrics=True,
+            capacity=capacity,
+            preemption=preemption,
+            held_in_engine=held_in_engine,
+        )
+        for name in names
+    ]
+    s = scheduler(*backends, gates=FULL_AT_CAPACITY, **config)
+    for name in names:
+        s.update_metrics(name, fresh(waiting=0, running=0))
+    return s

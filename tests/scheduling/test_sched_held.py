@@ -4,25 +4,13 @@ job held there that should go before a running one makes room for itself."""
 
 from __future__ import annotations
 
-from sched_helpers import ALICE, BOB, fresh, ids, job, scheduler
+from sched_helpers import ALICE, BOB, ids, job, preempting
 
-from scheduling import BackendConfig, GateThresholds, Job, Scheduler
-
-GATES = {band: GateThresholds(max_waiting=1, max_tpot_seconds=None) for band in (0, 1, 2)}
+from scheduling import Job, Scheduler
 
 
 def engine(capacity: int = 4) -> Scheduler:
-    backend = BackendConfig(
-        "b1",
-        frozenset({"m"}),
-        has_metrics=True,
-        capacity=capacity,
-        preemption=True,
-        held_in_engine=1,
-    )
-    s = scheduler(backend, gates=GATES)
-    s.update_metrics("b1", fresh(waiting=0, running=0))
-    return s
+    return preempting("b1", capacity=capacity, held_in_engine=1)
 
 
 def flood(s: Scheduler, n: int) -> list[Job]:
@@ -83,16 +71,7 @@ def test_a_backlogged_principals_held_job_waits_for_a_slot_to_free() -> None:
 
 
 def two_engines() -> Scheduler:
-    backends = [
-        BackendConfig(
-            name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True, held_in_engine=1
-        )
-        for name in ("b1", "b2")
-    ]
-    s = scheduler(*backends, gates=GATES)
-    for name in ("b1", "b2"):
-        s.update_metrics(name, fresh(waiting=0, running=0))
-    return s
+    return preempting("b1", "b2", capacity=2, held_in_engine=1)
 
 
 def test_a_job_called_back_leaves_its_place_to_the_waiter_until_the_waiter_is_sent() -> None:

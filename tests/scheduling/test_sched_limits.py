@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sched_helpers import ALICE, BOB, ids, job, plain, scheduler
 
-from scheduling import NoBackend, QueueFull
+from scheduling import Job, NoBackend, QueueFull, Scheduler
 
 
 def test_it_rejects_a_job_when_the_principals_queue_is_full() -> None:
@@ -59,26 +61,27 @@ def test_it_expires_a_job_past_its_deadline() -> None:
     assert s.totals["expired"] == 1
 
 
-def test_a_job_behind_its_own_principals_moving_queue_waits_past_its_patience() -> None:
+def third_of_a_queue_moving_at_four(**kw: Any) -> tuple[Scheduler, Job]:
+    """Three of Alice's jobs queued at 0 s on one slot: the first runs from 0 s, the second
+    from 4 s (her queue moves then); the third still waits."""
     s = scheduler(plain(max_in_flight=1))
-    first, second, third = (job(patience=5.0) for _ in range(3))
-    for j in (first, second, third):
-        s.submit(j, 0.0)
-    s.select(0.0)
-    s.complete(first.id)
-    s.select(4.0)  # the principal's queue moves at 4 s
-    assert s.expire(8.0) == []
-    assert third in [e.job for e in s.entries.values()]
-
-
-def test_a_job_expires_once_its_principals_queue_has_not_moved_for_its_patience() -> None:
-    s = scheduler(plain(max_in_flight=1))
-    first, second, third = (job(patience=5.0) for _ in range(3))
+    first, second, third = (job(**kw) for _ in range(3))
     for j in (first, second, third):
         s.submit(j, 0.0)
     s.select(0.0)
     s.complete(first.id)
     s.select(4.0)
+    return s, third
+
+
+def test_a_job_behind_its_own_principals_moving_queue_waits_past_its_patience() -> None:
+    s, third = third_of_a_queue_moving_at_four(patience=5.0)
+    assert s.expire(8.0) == []
+    assert third in [e.job for e in s.entries.values()]
+
+
+def test_a_job_expires_once_its_principals_queue_has_not_moved_for_its_patience() -> None:
+    s, third = third_of_a_queue_moving_at_four(patience=5.0)
     assert s.expire(8.9) == []
     assert s.expire(9.0) == [third]
 
@@ -96,13 +99,7 @@ def test_another_principals_moving_queue_does_not_extend_a_jobs_patience() -> No
 
 
 def test_a_deadline_holds_however_the_queue_moves() -> None:
-    s = scheduler(plain(max_in_flight=1))
-    first, second, third = (job(patience=5.0, deadline=6.0) for _ in range(3))
-    for j in (first, second, third):
-        s.submit(j, 0.0)
-    s.select(0.0)
-    s.complete(first.id)
-    s.select(4.0)
+    s, third = third_of_a_queue_moving_at_four(patience=5.0, deadline=6.0)
     assert s.expire(6.0) == [third]
 
 

@@ -6,47 +6,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from sched_helpers import ALICE, BOB, CHARLIE, fresh, ids, job, scheduler
+from sched_helpers import (
+    ALICE,
+    BOB,
+    CHARLIE,
+    FULL_AT_CAPACITY,
+    fresh,
+    ids,
+    job,
+    preempting,
+    scheduler,
+)
 
 from scheduling import BackendConfig, GateThresholds, Job, Principal, Scheduler
 
-FULL_AT_CAPACITY = {
-    0: GateThresholds(max_waiting=1, max_tpot_seconds=None),
-    1: GateThresholds(max_waiting=1, max_tpot_seconds=None),
-    2: GateThresholds(max_waiting=1, max_tpot_seconds=None),
-}
 
-
-def pool(
-    capacity: int = 4, preemption: bool = True, held_in_engine: int = 0, **config: Any
-) -> Scheduler:
-    """One backend; by default one that holds none of our jobs in its queue, so that a job
-    that waits waits in the gateway's queue (the engine's own queue: see `test_sched_held`)."""
-    backend = BackendConfig(
-        "b1",
-        frozenset({"m"}),
-        has_metrics=True,
-        capacity=capacity,
-        preemption=preemption,
-        held_in_engine=held_in_engine,
-    )
-    s = scheduler(backend, gates=FULL_AT_CAPACITY, **config)
-    s.update_metrics("b1", fresh(waiting=0, running=0))
-    return s
+def pool(capacity: int = 4, preemption: bool = True, **config: Any) -> Scheduler:
+    """One backend that holds none of our jobs in its queue, so that a job that waits waits in
+    the gateway's queue (the engine's own queue: see `test_sched_held`)."""
+    return preempting("b1", capacity=capacity, preemption=preemption, **config)
 
 
 def two_backends() -> Scheduler:
     """A pool of two backends of two slots each."""
-    backends = [
-        BackendConfig(
-            name, frozenset({"m"}), has_metrics=True, capacity=2, preemption=True, held_in_engine=0
-        )
-        for name in ("b1", "b2")
-    ]
-    s = scheduler(*backends, gates=FULL_AT_CAPACITY)
-    for name in ("b1", "b2"):
-        s.update_metrics(name, fresh(waiting=0, running=0))
-    return s
+    return preempting("b1", "b2", capacity=2)
 
 
 def flood(s: Scheduler, n: int, band: int = 1, at: float = 0.0, **kw: Any) -> list[Job]:
