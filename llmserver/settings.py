@@ -6,7 +6,9 @@ laptop works. Everything an operator tunes per tenant lives in the database, not
 
 from __future__ import annotations
 
+import os
 import secrets
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -107,7 +109,18 @@ DATABASES = {
 }
 if str(DATABASES["default"]["ENGINE"]).endswith("sqlite3"):
     # The usage writer and the admin share the file; wait rather than fail on a busy database.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
+    # In WAL mode the key checks read on while the usage writer commits, instead of waiting.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    }
+    # Tests run on a file like a deployment's, not on Django's shared-cache memory database:
+    # there SQLite locks whole tables and ignores the busy timeout, so a key check that reads
+    # while the usage writer writes failed at once ("database table is locked"), which no
+    # deployment sees.
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.path.join(tempfile.gettempdir(), f"llmserver-test-{os.getpid()}.sqlite3")
+    }
 
 REDIS_URL = redis_url("REDIS_URL")
 if REDIS_URL:

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import glob
 import os
 from dataclasses import dataclass
 
 import pytest
 
 os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Django deletes a SQLite test database's file but not its WAL files, which the gateway's
+    worker threads, still connected, keep."""
+    from django.conf import settings
+
+    name = settings.DATABASES["default"].get("TEST", {}).get("NAME")
+    if name and str(settings.DATABASES["default"]["ENGINE"]).endswith("sqlite3"):
+        for path in glob.glob(f"{name}-*"):
+            os.remove(path)
 
 
 @dataclass
