@@ -58,6 +58,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -122,11 +123,37 @@ class EngineTrace:
     running: list[tuple[float, float]] = field(default_factory=list)
     prompt_tokens: float = 0.0
     step_seconds: float | None = None  # the mean gap between two tokens of a stream
+    # CPU seconds each process tree used through the load ("engine", "gateway", "bench"): on
+    # two shared cores, what the gateway uses beside an engine that wants both is taken from
+    # the engine's steps.
+    cpu: dict[str, float] = field(default_factory=dict)
 
     def slots_busy(self, until: float, slots: int) -> float | None:
         """The mean share of the slots running, up to `until` (the power user's end)."""
         seen = [n for t, n in self.running if t <= until]
         return sum(min(n, slots) for n in seen) / (len(seen) * slots) if seen else None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds used so far by `pid` and every live descendant (read from
+    /proc; 0.0 where there is none, as off Linux)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        child = int(stat.parent.name)
+        parents[child] = int(fields[1])
+        times[child] = (int(fields[11]) + int(fields[12])) / tick
+    tree, grown = {pid}, True
+    while grown:
+        more = {c for c, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grown = bool(more)
+    return sum(times.get(p, 0.0) for p in tree)
 
 
 async def trace_engine(engine: LlamaServer | VllmServer, t0: float, trace: EngineTrace) -> None:
@@ -181,13 +208,22 @@ async def run_load(url: str, args: argparse.Namespace, keys: dict[str, str] | No
                    with_power: bool, model: str = MODEL,
                    priority: dict[str, int] | None = None,
                    engine: LlamaServer | VllmServer | None = None,
+                   gateway_pid: int | None = None,
                    ) -> tuple[list[Outcome], float, EngineTrace]:  # fmt: skip
     """The flood; `priority` (class -> value) marks each class's requests for an engine that
-    schedules by priority; `engine`: the engine behind `url`, traced meanwhile."""
+    schedules by priority; `engine`: the engine behind `url`, traced meanwhile;
+    `gateway_pid`: the gateway in front of it, whose CPU is counted."""
     marks = priority or {}
     endpoint = url + "/v1/chat/completions"
     tasks: list[asyncio.Task[Outcome]] = []
     trace = EngineTrace()
+    pids: dict[str, int] = {}
+    if engine is not None:
+        pids["engine"] = engine.process.pid
+    if gateway_pid is not None:
+        pids["gateway"] = gateway_pid
+    cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    bench0 = time.process_time()  # this process alone: the engine and gateway are its children
     async with client() as http:
         t0 = time.monotonic()
         tracer = asyncio.ensure_future(trace_engine(engine, t0, trace)) if engine else None
@@ -239,6 +275,8 @@ async def run_load(url: str, args: argparse.Namespace, keys: dict[str, str] | No
         for task in pending:
             task.cancel()
         wall = time.monotonic() - t0
+        trace.cpu = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
+        trace.cpu["bench"] = time.process_time() - bench0
         if tracer is not None:
             tracer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -282,7 +320,9 @@ async def run_way(way: str, llama: LlamaServer, args: argparse.Namespace) -> dic
             plenty.update(preempt_after_ms=150.0, gate_max_waiting=1, gate_max_tpot_ms=None)
         tiers = {} if way == "defaults" else {"interactive": plenty}
         keys = configure_gateway(gw, *gateway_users(args, tiers))
-        outcomes, wall, trace = await run_load(gw.url, args, keys, True, engine=llama)
+        outcomes, wall, trace = await run_load(
+            gw.url, args, keys, True, engine=llama, gateway_pid=gw.process.pid
+        )
         counts = await gateway_counts(gw.url)
     finally:
         gw.stop()
@@ -328,6 +368,7 @@ def summarise(
     out: dict[str, Any] = {"way": way, "wall_s": wall, "prompt_tokens": trace.prompt_tokens}
     out["step_s"] = trace.step_seconds
     out["running"] = trace.running
+    out["cpu_s"] = trace.cpu
     classes = ("light", "power", "heavy", "batch")
     for cls in (c for c in classes if c in {"light", "power"} | {o.cls for o in outcomes}):
         mine = [o for o in outcomes if o.cls == cls]
@@ -386,8 +427,9 @@ def table(results: list[dict[str, Any]]) -> str:
     rows = [
         "| way | light TTFT p50 | light p99 | light failed / broken | power TTFT p50 "
         "| power failed / broken | power makespan (x first; its floor) | evictions / resumes per light "
-        "| slots busy to the power end | prompt tokens computed | token gap ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| slots busy to the power end | prompt tokens computed | token gap ms "
+        "| CPU s engine / gateway / bench |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     if any("heavy_jain" in r for r in results):
         rows[0] += " Jain (heavy tokens / weight) | batch failed / broken |"
@@ -408,6 +450,10 @@ def table(results: list[dict[str, Any]]) -> str:
         busy = r.get("slots_busy")
         pauses += f" | {'-' if busy is None else f'{busy:.0%}'} | {r['prompt_tokens']:.0f}"
         pauses += f" | {fmt(r['step_s'], 1000, digits=0)}"
+        cpu = r.get("cpu_s", {})
+        pauses += " | " + " / ".join(
+            fmt(cpu.get(p), digits=1) for p in ("engine", "gateway", "bench")
+        )
         if "heavy_jain" in r:
             pauses += f" | {fmt(r['heavy_jain'], digits=3)} | {r['batch']['failed']} / " \
                       f"{r['batch']['broken']} of {r['batch']['n']}"  # fmt: skip

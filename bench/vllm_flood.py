@@ -98,7 +98,9 @@ async def run_way(way: str, vllm: VllmServer, args: Any) -> dict[str, Any]:
                 "gate_max_tpot_ms": None,
             }
         keys = configure_gateway(gw, *gateway_users(args, tiers))
-        outcomes, wall, trace = await run_load(gw.url, args, keys, True, engine=vllm)
+        outcomes, wall, trace = await run_load(
+            gw.url, args, keys, True, engine=vllm, gateway_pid=gw.process.pid
+        )
         counts = await gateway_counts(gw.url)
     finally:
         gw.stop()
