@@ -94,18 +94,10 @@ class BackendState:
 
     def queue_for_gate(self) -> float:
         """The queue the gate compares with its threshold: with a capacity, the one that one more
-        dispatch would leave (so dispatching never makes the backend queue past it), a job being
-        evicted counted as gone (`engine_jobs`)."""
+        dispatch would leave (so dispatching never makes the backend queue past it)."""
         if self.capacity is not None:
-            return max(0.0, self.engine_jobs() + 1 + self.external_load() - self.capacity)
+            return max(0.0, self.in_flight + 1 + self.external_load() - self.capacity)
         return self.estimated_waiting()
-
-    def engine_jobs(self) -> int:
-        """Our jobs the engine will hold once the evictions under way land: the slot an eviction
-        frees is already its waiter's, which is sent at once, to wait first in the engine's
-        queue and start at the step the abort lands, rather than a round trip after the relay
-        confirms it (two steps of an idle slot on vLLM, the waiter's time and everyone's)."""
-        return self.in_flight - self.evicting
 
     def is_full(self) -> bool:
         """Every slot taken (by the gateway's count against its capacity or `max_in_flight`) or

@@ -247,8 +247,7 @@ class Scheduler:
 
     def dispatch_once(self, now: float) -> Step:
         """One scheduling step: expire, age, dispatch all that the gates allow, then make room
-        where a job has waited past its `preempt_after` with every slot busy, and send the jobs
-        the room was made for (`BackendState.engine_jobs`)."""
+        where a job has waited past its `preempt_after` with every slot busy."""
         for state in self.backends.values():
             if state.unreachable_until is not None and state.unreachable_until <= now:
                 state.unreachable_until = None  # spent: it must not stay a wake-up time
@@ -257,10 +256,7 @@ class Scheduler:
             self._next_sweep = now + IDLE_SWEEP_SECONDS
         expired = self.expire(now)
         dispatched = self.select(now)
-        evicted = self.preempt(now)
-        if any(not e.recall for e in evicted):
-            dispatched += self.select(now)
-        return Step(dispatched=dispatched, expired=expired, evicted=evicted)
+        return Step(dispatched=dispatched, expired=expired, evicted=self.preempt(now))
 
     def expire(self, now: float) -> list[Job]:
         """Remove queued jobs past their deadline or their patience (`Job`); they are never

@@ -190,10 +190,10 @@ class _Round:
         not a round trip later (`scheduling.gate`); more where the capacity was learned after
         they were sent, or shrank."""
         over = {
-            s.name: s.engine_jobs() - s.capacity
+            s.name: s.in_flight - s.capacity
             for pool in pools.values()
             for s in pool
-            if s.config.preemption and s.capacity is not None and s.engine_jobs() > s.capacity
+            if s.config.preemption and s.capacity is not None and s.in_flight > s.capacity
         }
         if not over:
             return
