@@ -25,11 +25,8 @@ class BackendConfig:
     `capacity` is how many sequences the engine runs at once (vLLM's `max_num_seqs`, llama.cpp's
     slots), set by the operator; None means learn it from the backend's metrics. `preemption`:
     its jobs may be evicted to make room for a waiting job of a higher band or an under-served
-    principal; once its capacity is known, the gateway then lets it queue `held_in_engine` of
-    its jobs, no more (see `scheduling.gate`): 0, the default, so that nothing ever waits
-    there; 1, so that a slot that frees is filled at the engine's next step (on the real vLLM
-    it halved the light users' p99; on the simulator's whole-product flood it multiplied the
-    evictions by six, not yet understood: docs/BENCHMARKS.md)."""
+    principal; once its capacity is known, the gateway then never lets it queue (see
+    `scheduling.gate`)."""
 
     name: str
     models: frozenset[str]
@@ -38,7 +35,6 @@ class BackendConfig:
     enabled: bool = True
     capacity: int | None = None
     preemption: bool = False
-    held_in_engine: int = 0
 
 
 def article_gates() -> dict[int, GateThresholds]:

@@ -38,13 +38,9 @@ def gate_open(
          the queue that one more dispatch would leave (exact: our in-flight plus others' load
          beyond the capacity), so 0 or 1 means "never make it queue"; without, the estimate
          max(0, scraped waiting + dispatched since scrape - completed since scrape). A backend
-         with preemption and a known capacity holds its `held_in_engine` of our jobs in its
-         queue, no more (the threshold is that plus 1, whatever the band's): by default none,
-         so a job that waits, waits here, where it can preempt; with one, a slot that frees is
-         filled at the engine's next step rather than a round trip later, and a job that
-         should go before the one held calls it back and takes its place
-         (`scheduling.preemption`), so nothing waits there behind work it could have
-         preempted;
+         with preemption and a known capacity is never made to queue (the threshold is 1,
+         whatever the band's): a job that waits, waits here, where it can preempt, not in the
+         engine's queue behind work it could have preempted;
       5. the scraped time per output token is not below `max_tpot_seconds` ("tpot");
       6. the scraped KV-cache usage is not below `max_kv_cache_usage` ("kv_cache").
     A metric the backend does not expose (None) does not close the gate.
@@ -82,7 +78,7 @@ def gate_open(
 def _waiting_limit(state: BackendState, max_waiting: int) -> int:
     """Condition 4's threshold."""
     if state.config.preemption and state.capacity is not None:
-        return state.config.held_in_engine + 1
+        return 1
     return max(max_waiting, 1)
 
 

@@ -185,10 +185,9 @@ class _Round:
 
     def note_engine_queues(self, pools: Mapping[str, Sequence[BackendState]]) -> None:
         """Which of our dispatched jobs wait inside a preempting engine's own queue rather than
-        run: on each backend, the newest beyond its capacity (the engine admits in order). The
-        gateway holds one there so that a slot that frees is filled at the engine's next step,
-        not a round trip later (`scheduling.gate`); more where the capacity was learned after
-        they were sent, or shrank."""
+        run: on each backend, the newest beyond its capacity (the engine admits in order): those
+        sent before the capacity was learned, or before it shrank (once it is known the gate
+        sends none there, `scheduling.gate`)."""
         over = {
             s.name: s.in_flight - s.capacity
             for pool in pools.values()
@@ -315,10 +314,9 @@ class _Round:
         return True
 
     def recall(self, pool: Sequence[BackendState], waiters: Sequence[Lane]) -> None:
-        """Each waiter calls back the jobs held in one preempting engine's own queue that it
-        should go before (of a lower band, or of its band with more service), on a backend it
-        may use (one job, unless the engine's capacity was learned after more were sent):
-        there, FIFO, that job would take the next slot that frees, whatever the waiter evicts.
+        """Each waiter calls back the jobs of ours waiting in one preempting engine's own queue
+        that it should go before (of a lower band, or of its band with more service), on a
+        backend it may use: there, FIFO, that job would take the next slot that frees, whatever the waiter evicts.
         It had not started, so calling it back costs nothing (the relay stops a stream that
         waits for its first chunk at once) and is no eviction: not counted against the
         backend's bounds, not holding back the waiter's own eviction. Like an evicted job it
@@ -338,7 +336,7 @@ class _Round:
                     break
 
     def behind(self, held: Entry, waiter: Lane) -> bool:
-        """Whether `waiter` should go before `held`, a job held in an engine's queue."""
+        """Whether `waiter` should go before `held`, a job of ours in an engine's queue."""
         lane = held.lane
         if lane is None or lane is waiter or self.evicting(held):
             return False

@@ -77,11 +77,10 @@ def preempting(
     *names: str,
     capacity: int,
     preemption: bool = True,
-    held_in_engine: int = 0,
     **config: Any,
 ) -> Scheduler:
     """Backends of `capacity` slots each with metrics (scraped idle) and preemption, every gate
-    closing at capacity; by default holding none of our jobs in the engine's queue."""
+    closing at capacity."""
     backends = [
         BackendConfig(
             name,
@@ -89,7 +88,6 @@ def preempting(
             has_metrics=True,
             capacity=capacity,
             preemption=preemption,
-            held_in_engine=held_in_engine,
         )
         for name in names
     ]

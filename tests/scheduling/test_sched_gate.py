@@ -138,14 +138,6 @@ def test_a_backend_with_preemption_and_a_known_capacity_is_never_made_to_queue()
     assert gate_open(state(preempting(4), fresh(), in_flight=3), INTERACTIVE, 0.0, 2.0).open
 
 
-def test_a_backend_set_to_hold_one_job_is_sent_one_beyond_its_capacity() -> None:
-    holding = BackendConfig("b1", frozenset({"m"}), capacity=4, preemption=True, held_in_engine=1)
-    assert gate_open(state(holding, fresh(), in_flight=4), INTERACTIVE, 0.0, 2.0).open
-    assert gate_open(state(holding, fresh(), in_flight=5), INTERACTIVE, 0.0, 2.0).reason == (
-        "waiting"
-    )
-
-
 def test_a_learned_capacity_closes_the_gate_as_a_configured_one_does() -> None:
     learned = state(preempting(None), fresh(now=0.0, waiting=2, running=4), in_flight=6)
     learned.record_scrape(fresh(now=0.1, waiting=2, running=4))

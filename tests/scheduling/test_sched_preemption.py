@@ -22,8 +22,8 @@ from scheduling import BackendConfig, GateThresholds, Job, Principal, Scheduler
 
 
 def pool(capacity: int = 4, preemption: bool = True, **config: Any) -> Scheduler:
-    """One backend that holds none of our jobs in its queue, so that a job that waits waits in
-    the gateway's queue (the engine's own queue: see `test_sched_held`)."""
+    """One backend of known capacity, so that a job that waits waits in the gateway's queue
+    (jobs in the engine's own queue: see `test_sched_engine_queue`)."""
     return preempting("b1", capacity=capacity, preemption=preemption, **config)
 
 
