@@ -7,10 +7,11 @@ is counted once the sink's send of it has returned, so a stream cut by anyone is
 what really reached the client (a send cancelled while a server held it back is not). The
 backend's own usage, where it sends one, replaces the counts.
 
-A preemptible job's relay watches for the scheduler's eviction between upstream chunks: before
-the first token it just stops (the job restarts from its queue); after, where the backend can
-continue a message (`llmserver.pipeline.resume`), it stops and the next `forward` continues the
-same client stream, with one id and one usage (the original prompt, every token delivered).
+A preemptible job's relay races each wait for an upstream chunk against the scheduler's
+eviction: before the first token it just stops (the job restarts from its queue); after, where
+the backend can continue a message (`llmserver.pipeline.resume`), it stops and the next
+`forward` continues the same client stream, with one id and one usage (the original prompt,
+every token delivered).
 """
 
 from __future__ import annotations
@@ -311,21 +312,48 @@ class Relay:
     async def _unless_evicted_first(
         self, chunks: AsyncIterator[bytes], evict: Evictable | None, can_resume: bool
     ) -> AsyncGenerator[bytes]:
-        """`chunks`, the wait for the first one raced against the eviction. A request queued
-        in the engine sends nothing until it runs (vLLM's first event comes with its first
-        output: `chat_completion_stream_generator`), so an eviction looked at only between
-        chunks would wait for that, holding the backend's one eviction at a time meanwhile.
-        Once chunks flow, one comes every engine step: checking between them is enough."""
-        if evict is not None and self._may_stop(can_resume):
-            try:
-                first = await _unless_evicted(anext(chunks), evict)
-            except Preempted:
-                raise self._preempted() from None
-            except StopAsyncIteration:
-                return
-            yield first
-        async for chunk in chunks:
-            yield chunk
+        """`chunks`, each wait for the next one raced against the eviction. Looked at only
+        between chunks, an eviction would wait for the victim's next token, and its abort would
+        reach the engine a step later than it could: the engine starts its next step as it
+        sends a token, so the waiter got the slot two steps after the decision rather than at
+        the next. A request queued in the engine sends nothing until it runs (vLLM's first
+        event comes with its first output: `chat_completion_stream_generator`), so there the
+        race is what lets the eviction happen at all. The race stops only a wait for the
+        upstream, never a send to the client, so nothing is half sent; a token the engine had
+        sent as the eviction came is not delivered, and the continuation asks for it again."""
+        if evict is None:
+            async for chunk in chunks:
+                yield chunk
+            return
+        relay = asyncio.current_task()
+        assert relay is not None
+        reading = stopping = False
+
+        def stop(_: object) -> None:
+            nonlocal stopping
+            if reading and not self._ending and self._may_stop(can_resume):
+                stopping = True
+                relay.cancel()
+
+        watch = asyncio.ensure_future(evict.eviction())
+        watch.add_done_callback(stop)
+        try:
+            while True:
+                reading = True
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    return
+                except asyncio.CancelledError:
+                    if stopping and relay.uncancel() == 0:
+                        raise self._preempted() from None
+                    raise
+                finally:
+                    reading = False
+                yield chunk
+        finally:
+            watch.remove_done_callback(stop)
+            watch.cancel()
 
     def _preempted(self) -> Preempted:
         """Stop this leg for the scheduler: the next `forward` continues from what was sent."""

@@ -188,3 +188,38 @@ async def test_a_stream_queued_in_the_engine_gives_up_its_slot_without_waiting_t
     with pytest.raises(Preempted):
         await asyncio.wait_for(forward, 5)
     assert closed.is_set() and relay.completion_tokens == 0
+
+
+async def test_a_running_stream_gives_up_its_slot_without_waiting_for_its_next_token():
+    """Looked at only between chunks, the eviction would wait for the victim's next token, and
+    its abort would reach the engine a step later: the wait for the next chunk races it."""
+    closed = asyncio.Event()
+
+    class Slow(Upstream):
+        async def stream_chat(self, path: str, body: dict[str, Any], **kw: Any):
+            try:
+                delta = {"role": "assistant", "content": "Once"}
+                yield sse({"id": "u1", "choices": [{"index": 0, "delta": delta}]})
+                await asyncio.sleep(30)  # the next step, never reached here
+                yield b""
+            finally:
+                closed.set()
+
+    class EvictedLater(Evicted):
+        evict_requested = False
+
+        def __init__(self) -> None:
+            self.asked = asyncio.Event()
+
+        async def eviction(self) -> None:
+            await self.asked.wait()
+
+    sink, ticket = Sink(), EvictedLater()
+    relay = Relay(sink, request(), dict, "chatcmpl-4")
+    forward = asyncio.ensure_future(relay.forward(Slow(), "m", 0, ticket, can_resume=True))  # type: ignore[arg-type]
+    while relay.completion_tokens < 1:
+        await asyncio.sleep(0.01)
+    ticket.asked.set()
+    with pytest.raises(Preempted):
+        await asyncio.wait_for(forward, 5)
+    assert closed.is_set() and relay.completion_tokens == 1 and len(sink.events) == 1
