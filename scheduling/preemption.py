@@ -316,8 +316,8 @@ class _Round:
     def recall(self, pool: Sequence[BackendState], waiters: Sequence[Lane]) -> None:
         """Each waiter calls back the jobs of ours waiting in one preempting engine's own queue
         that it should go before (of a lower band, or of its band with more service), on a
-        backend it may use: there, FIFO, that job would take the next slot that frees, whatever the waiter evicts.
-        It had not started, so calling it back costs nothing (the relay stops a stream that
+        backend it may use: there, FIFO, that job would take the next slot that frees,
+        whatever the waiter evicts. It had not started, so calling it back costs nothing (the relay stops a stream that
         waits for its first chunk at once) and is no eviction: not counted against the
         backend's bounds, not holding back the waiter's own eviction. Like an evicted job it
         yields to the waiter until the waiter's lane is dispatched, or the two would trade the

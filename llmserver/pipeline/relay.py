@@ -281,7 +281,7 @@ class Relay:
         )
         async with (
             contextlib.aclosing(upstream) as chunks,
-            contextlib.aclosing(self._unless_evicted_first(chunks, evict, can_resume)) as flow,
+            contextlib.aclosing(self._chunks_until_evicted(chunks, evict, can_resume)) as flow,
         ):
             async for chunk in flow:
                 for name, payload in splitter.feed(chunk):
@@ -309,18 +309,17 @@ class Relay:
             await self.sink.event(DONE)
         await self.sink.finish()
 
-    async def _unless_evicted_first(
+    async def _chunks_until_evicted(
         self, chunks: AsyncIterator[bytes], evict: Evictable | None, can_resume: bool
     ) -> AsyncGenerator[bytes]:
         """`chunks`, each wait for the next one raced against the eviction. Looked at only
-        between chunks, an eviction would wait for the victim's next token, and its abort would
-        reach the engine a step later than it could: the engine starts its next step as it
-        sends a token, so the waiter got the slot two steps after the decision rather than at
-        the next. A request queued in the engine sends nothing until it runs (vLLM's first
-        event comes with its first output: `chat_completion_stream_generator`), so there the
-        race is what lets the eviction happen at all. The race stops only a wait for the
-        upstream, never a send to the client, so nothing is half sent; a token the engine had
-        sent as the eviction came is not delivered, and the continuation asks for it again."""
+        between chunks, an eviction would wait for the victim's next token before its abort
+        left for the engine. A request queued in the engine sends nothing until it runs (vLLM's
+        first event comes with its first output: `chat_completion_stream_generator`), so there
+        the race is what lets the eviction happen at all, rather than hold the backend's one
+        eviction at a time. The race stops only a wait for the upstream, never a send to the
+        client, so nothing is half sent; a token the engine had sent as the eviction came is
+        not delivered, and the continuation asks for it again."""
         if evict is None:
             async for chunk in chunks:
                 yield chunk

@@ -31,6 +31,18 @@ class Evicted:
         self.declined += 1
 
 
+class EvictedLater(Evicted):
+    """A ticket whose eviction is asked for once `asked` is set."""
+
+    evict_requested = False
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+
+    async def eviction(self) -> None:
+        await self.asked.wait()
+
+
 class Sink:
     needs_start = True
     embeds_events = False
@@ -170,15 +182,6 @@ async def test_a_stream_queued_in_the_engine_gives_up_its_slot_without_waiting_t
             finally:
                 closed.set()  # the upstream request is closed: the engine drops it
 
-    class EvictedLater(Evicted):
-        evict_requested = False
-
-        def __init__(self) -> None:
-            self.asked = asyncio.Event()
-
-        async def eviction(self) -> None:
-            await self.asked.wait()
-
     ticket = EvictedLater()
     relay = Relay(Sink(), request(), dict, "chatcmpl-3")
     forward = asyncio.ensure_future(relay.forward(Queued(), "m", 0, ticket, can_resume=True))  # type: ignore[arg-type]
@@ -192,7 +195,7 @@ async def test_a_stream_queued_in_the_engine_gives_up_its_slot_without_waiting_t
 
 async def test_a_running_stream_gives_up_its_slot_without_waiting_for_its_next_token():
     """Looked at only between chunks, the eviction would wait for the victim's next token, and
-    its abort would reach the engine a step later: the wait for the next chunk races it."""
+    its abort would leave for the engine only then: the wait for the next chunk races it."""
     closed = asyncio.Event()
 
     class Slow(Upstream):
@@ -204,15 +207,6 @@ async def test_a_running_stream_gives_up_its_slot_without_waiting_for_its_next_t
                 yield b""
             finally:
                 closed.set()
-
-    class EvictedLater(Evicted):
-        evict_requested = False
-
-        def __init__(self) -> None:
-            self.asked = asyncio.Event()
-
-        async def eviction(self) -> None:
-            await self.asked.wait()
 
     sink, ticket = Sink(), EvictedLater()
     relay = Relay(sink, request(), dict, "chatcmpl-4")
