@@ -317,12 +317,12 @@ class _Round:
         """Each waiter calls back the jobs of ours waiting in one preempting engine's own queue
         that it should go before (of a lower band, or of its band with more service), on a
         backend it may use: there, FIFO, that job would take the next slot that frees,
-        whatever the waiter evicts. It had not started, so calling it back costs nothing (the relay stops a stream that
-        waits for its first chunk at once) and is no eviction: not counted against the
-        backend's bounds, not holding back the waiter's own eviction. Like an evicted job it
-        yields to the waiter until the waiter's lane is dispatched, or the two would trade the
-        place for as long as the waiter cannot take it. A waiter with a call back under way
-        asks for no other."""
+        whatever the waiter evicts. It had not started, so calling it back costs nothing (the
+        relay stops a stream that waits for its first chunk at once) and is no eviction: not
+        counted against the backend's bounds, not holding back the waiter's own eviction. Like
+        an evicted job it yields to the waiter until the waiter's lane is dispatched, or the two
+        would trade the place for as long as the waiter cannot take it. A waiter with a call
+        back under way asks for no other."""
         calling = {e.yield_to for e in self.entries if e.recalled and e.evicting}
         for waiter in waiters:
             head = waiter.queue.peek()

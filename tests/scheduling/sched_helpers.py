@@ -95,3 +95,34 @@ def preempting(
     for name in names:
         s.update_metrics(name, fresh(waiting=0, running=0))
     return s
+
+
+def learning(*names: str) -> Scheduler:
+    """Backends with metrics and preemption whose capacity is not set, scraped idle: the
+    interactive band's gate lets each queue up to three until the capacity is learned."""
+    backends = [
+        BackendConfig(name, frozenset({"m"}), has_metrics=True, preemption=True) for name in names
+    ]
+    s = scheduler(*backends, gates=FULL_AT_CAPACITY | {1: GateThresholds(max_waiting=3)})
+    for name in names:
+        s.update_metrics(name, fresh(now=0.0, waiting=0, running=0))
+    return s
+
+
+def sent_before_learning(s: Scheduler, n: int) -> tuple[list[Job], list[str]]:
+    """ALICE's `n` preemptible jobs sent to `learning`'s one backend as its gate allows: three
+    at 0.0, then the rest, up to three, after a scrape at 0.1 sees those three running. Returns
+    the jobs and the ids sent at 0.1."""
+    jobs = [job(ALICE, preemptible=True, max_concurrent=64) for _ in range(n)]
+    for j in jobs:
+        s.submit(j, 0.0)
+    s.select(0.0)
+    s.update_metrics("b1", fresh(now=0.1, waiting=0, running=3))
+    return jobs, ids(s.select(0.1))
+
+
+def learn(s: Scheduler, running: int, waiting: int) -> None:
+    """Two scrapes of every backend, full with work waiting: its capacity is learned."""
+    for now in (0.2, 0.4):
+        for name in s.backends:
+            s.update_metrics(name, fresh(now=now, waiting=waiting, running=running))

@@ -4,28 +4,9 @@ makes room for itself."""
 
 from __future__ import annotations
 
-from sched_helpers import ALICE, BOB, FULL_AT_CAPACITY, fresh, ids, job, scheduler
+from sched_helpers import ALICE, BOB, ids, job, learn, learning, sent_before_learning
 
-from scheduling import BackendConfig, GateThresholds, Job, Scheduler
-
-
-def learning(*names: str) -> Scheduler:
-    """Backends whose capacity is not set: the band's gate lets each queue up to three until
-    the capacity is learned from the scrapes."""
-    backends = [
-        BackendConfig(name, frozenset({"m"}), has_metrics=True, preemption=True) for name in names
-    ]
-    s = scheduler(*backends, gates=FULL_AT_CAPACITY | {1: GateThresholds(max_waiting=3)})
-    for name in names:
-        s.update_metrics(name, fresh(now=0.0, waiting=0, running=0))
-    return s
-
-
-def learn(s: Scheduler, running: int, waiting: int) -> None:
-    """Two scrapes of every backend, full with work waiting: its capacity is learned."""
-    for now in (0.2, 0.4):
-        for name in s.backends:
-            s.update_metrics(name, fresh(now=now, waiting=waiting, running=running))
+from scheduling import Job
 
 
 def flood(n: int) -> list[Job]:
@@ -34,12 +15,7 @@ def flood(n: int) -> list[Job]:
 
 def test_a_job_called_back_from_the_engine_queue_is_no_eviction() -> None:
     s = learning("b1")
-    jobs = flood(6)
-    for j in jobs:
-        s.submit(j, 0.0)
-    s.select(0.0)
-    s.update_metrics("b1", fresh(now=0.1, waiting=0, running=3))
-    s.select(0.1)  # four run, two wait in the engine
+    jobs, _ = sent_before_learning(s, 6)  # four run, two wait in the engine
     learn(s, running=4, waiting=2)
     s.submit(job(BOB, preempt_after=0.15), 1.0)
     s.dispatch_once(1.2)
@@ -50,12 +26,8 @@ def test_a_job_called_back_from_the_engine_queue_is_no_eviction() -> None:
 
 def test_a_job_in_the_engine_queue_makes_room_for_itself_where_it_should_go_first() -> None:
     s = learning("b1")
-    jobs = flood(4)
-    for j in jobs:
-        s.submit(j, 0.0)
-    s.select(0.0)
-    s.update_metrics("b1", fresh(now=0.1, waiting=0, running=3))
-    assert ids(s.select(0.1)) == [jobs[-1].id]  # four run
+    jobs, second = sent_before_learning(s, 4)
+    assert second == [jobs[-1].id]  # four run
     s.submit(waiter := job(BOB, preempt_after=0.15), 0.15)
     assert ids(s.select(0.15)) == [waiter.id]  # and bob's waits in the engine's queue
     learn(s, running=4, waiting=1)

@@ -14,8 +14,11 @@ from sched_helpers import (
     fresh,
     ids,
     job,
+    learn,
+    learning,
     preempting,
     scheduler,
+    sent_before_learning,
 )
 
 from scheduling import BackendConfig, GateThresholds, Job, Principal, Scheduler
@@ -316,17 +319,9 @@ def test_jobs_sent_before_the_capacity_was_learned_leave_the_engine_queue_for_a_
     """Before its capacity is known the engine may queue some of the flood; once it is, a light
     waiter would sit behind them in the engine's FIFO queue whatever it evicted, so those come
     back to the gateway's queue, as a running job makes room for it."""
-    backend = BackendConfig("b1", frozenset({"m"}), has_metrics=True, preemption=True)
-    s = scheduler(backend, gates=FULL_AT_CAPACITY | {1: GateThresholds(max_waiting=3)})
-    s.update_metrics("b1", fresh(now=0.0, waiting=0, running=0))
-    jobs = [job(ALICE, preemptible=True, max_concurrent=64) for _ in range(6)]
-    for j in jobs:
-        s.submit(j, 0.0)
-    s.select(0.0)  # three: the band's gate lets the engine queue up to three
-    s.update_metrics("b1", fresh(now=0.1, waiting=0, running=3))
-    s.select(0.1)  # three more: four run, two wait inside the engine
-    s.update_metrics("b1", fresh(now=0.2, waiting=2, running=4))
-    s.update_metrics("b1", fresh(now=0.4, waiting=2, running=4))
+    s = learning("b1")
+    jobs, _ = sent_before_learning(s, 6)  # three, then three more: four run, two wait there
+    learn(s, running=4, waiting=2)
     assert s.backends["b1"].capacity == 4
     s.submit(light(), 1.0)
     step = s.dispatch_once(1.2)
